@@ -1,0 +1,49 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ApiError } from '../errors.js';
+import type { AdminAuth } from './admin-auth.js';
+import type { SourceAdmin } from './source-admin.js';
+
+export interface AdminRoutesOptions {
+  readonly auth: AdminAuth;
+  readonly sources: SourceAdmin;
+  /** Further route groups (webhooks, deliveries, regulations) registered in the same authenticated scope. */
+  readonly extensions?: ReadonlyArray<(app: FastifyInstance) => void>;
+}
+
+/** The admin API under `/admin/v1`: bearer-token auth, JSON, `{"error":{code,message}}` errors. */
+export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOptions): Promise<void> {
+  const { auth, sources } = options;
+
+  app.addHook('onRequest', async (request) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+    if (match === null || !auth.verify(match[1]!)) {
+      throw new ApiError('unauthorized', 'send the admin token as "Authorization: Bearer <token>"');
+    }
+  });
+
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    let api: ApiError;
+    if (error instanceof ApiError) api = error;
+    else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      api = new ApiError('invalid_request', error.message);
+    } else {
+      request.log.error({ err: error }, 'admin API error');
+      api = new ApiError('internal_error', 'internal error');
+    }
+    void reply.code(api.statusCode).send({ error: { code: api.code, message: api.message } });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ error: { code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` } });
+  });
+
+  app.post('/sources', async (request, reply) => reply.code(201).send(await sources.create(request.body)));
+  app.get('/sources', async () => ({ sources: await sources.list() }));
+  app.get<{ Params: { id: string } }>('/sources/:id', async (request) => sources.get(request.params.id));
+  app.patch<{ Params: { id: string } }>('/sources/:id', async (request) => sources.update(request.params.id, request.body));
+  app.delete<{ Params: { id: string } }>('/sources/:id', async (request, reply) => {
+    await sources.delete(request.params.id);
+    return reply.code(204).send();
+  });
+
+  for (const extend of options.extensions ?? []) extend(app);
+}

@@ -1,0 +1,122 @@
+import { SourceAdmin } from '../admin/source-admin.js';
+import { ConfigError, loadConfig } from '../config.js';
+import { ApiError } from '../errors.js';
+import { openStore, startSwitchyard } from '../main.js';
+import type { Store } from '../store/store.js';
+import { VERSION } from '../version.js';
+import { parseArgs } from './args.js';
+
+const USAGE = `Usage: switchyard <command> [options]
+
+Commands:
+  serve [--port N] [--host H] [--data-dir DIR] [--database-url URL] …
+                                 run the service (every setting also has an environment variable; see README)
+  sources list                   list sources
+  sources create NAME            create a source; prints it with its write key
+  sources get ID                 show one source
+  sources rename ID NAME         rename a source
+  sources enable ID | disable ID turn a source's intake on or off
+  sources delete ID              delete a source and everything stored for it
+
+Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
+DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
+`;
+
+const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'help', 'version']);
+
+/** Runs one admin operation against the store and prints its JSON result. */
+async function withStore(flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>): Promise<void> {
+  const config = loadConfig(flags);
+  const store = await openStore(config);
+  try {
+    const result = await run(store);
+    if (result !== undefined) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } finally {
+    await store.close();
+  }
+}
+
+async function sourcesCommand(words: string[], flags: Record<string, string | true>): Promise<void> {
+  const [action, id, name] = words;
+  const admin = (store: Store): SourceAdmin => new SourceAdmin(store, Date.now);
+  const need = (value: string | undefined, what: string): string => {
+    if (value === undefined) throw new UsageError(`missing ${what}`);
+    return value;
+  };
+  switch (action) {
+    case 'list':
+      return withStore(flags, async (store) => ({ sources: await admin(store).list() }));
+    case 'create':
+      return withStore(flags, (store) => admin(store).create({ name: need(id, 'NAME') }));
+    case 'get':
+      return withStore(flags, (store) => admin(store).get(need(id, 'ID')));
+    case 'rename':
+      return withStore(flags, (store) => admin(store).update(need(id, 'ID'), { name: need(name, 'NAME') }));
+    case 'enable':
+    case 'disable':
+      return withStore(flags, (store) => admin(store).update(need(id, 'ID'), { enabled: action === 'enable' }));
+    case 'delete':
+      return withStore(flags, async (store) => {
+        await admin(store).delete(need(id, 'ID'));
+        return { deleted: id };
+      });
+    default:
+      throw new UsageError(`unknown sources command ${JSON.stringify(action ?? '')}`);
+  }
+}
+
+async function serve(flags: Record<string, string | true>): Promise<void> {
+  const config = loadConfig(flags);
+  const running = await startSwitchyard(config);
+  let signals = 0;
+  const stop = (signal: string): void => {
+    if (++signals > 1) process.exit(1);
+    process.stderr.write(`\n${signal}: finishing in-flight requests, then stopping (again to force)\n`);
+    running.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error(error);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<void> {
+  const { words, flags } = parseArgs(argv, BOOLEAN_FLAGS);
+  if (flags['version'] === true) {
+    process.stdout.write(`${VERSION}\n`);
+    return;
+  }
+  const [command, ...rest] = words;
+  if (command === undefined || command === 'help' || flags['help'] === true) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  delete flags['help'];
+  switch (command) {
+    case 'serve':
+      return serve(flags);
+    case 'sources':
+      return sourcesCommand(rest, flags);
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    process.stderr.write(`switchyard: ${error.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (error instanceof ConfigError || error instanceof ApiError) {
+    process.stderr.write(`switchyard: ${error.message}\n`);
+    process.exitCode = error instanceof ConfigError ? 2 : 1;
+  } else {
+    process.stderr.write(`switchyard: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  }
+});

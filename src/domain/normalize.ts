@@ -1,0 +1,223 @@
+import { sanitizeJson } from './json-safety.js';
+import { type CallType, type JsonObject, LIMITS, isCallType, isJsonObject } from './message.js';
+
+/** What ingest knows about the request a call came in. */
+export interface CallContext {
+  /** Server time the request was received, in epoch milliseconds. */
+  readonly receivedAt: number;
+  /** The client's address as seen by the server. */
+  readonly ip: string | undefined;
+  /** The call type fixed by the path (`/v1/track`); undefined for batch elements. */
+  readonly pathType: CallType | undefined;
+  /** A batch's own `sentAt`, `context` and `integrations`, applied to each element. */
+  readonly batch?: { readonly sentAt: unknown; readonly context: unknown; readonly integrations: unknown };
+  /** Makes a `messageId` for calls that came without one. */
+  readonly newMessageId: () => string;
+}
+
+export interface AcceptedCall {
+  readonly ok: true;
+  readonly type: CallType;
+  readonly messageId: string;
+  readonly userId: string | undefined;
+  readonly message: JsonObject;
+}
+
+export interface RejectedCall {
+  readonly ok: false;
+  /** Sentence a person understands, shown in the source's debugger. */
+  readonly reason: string;
+  readonly type: string | undefined;
+  readonly userId: string | undefined;
+  /** The call as received (without its write key), or a summary when it cannot be kept whole. */
+  readonly message: JsonObject;
+}
+
+export type PreparedCall = AcceptedCall | RejectedCall;
+
+/** Library names of browser SDKs, whose calls get `context.ip` from the request. */
+const BROWSER_LIBRARIES = new Set(['analytics.js', 'analytics-next', '@segment/analytics-next', 'RudderLabs JavaScript SDK']);
+const MAX_ID_LENGTH = 1_024;
+
+/**
+ * Validates one call and turns it into the message Switchyard stores and
+ * routes: adds `messageId`, `receivedAt`, `originalTimestamp`, a clock-skew
+ * corrected `timestamp`, `sentAt` and, for direct or browser calls,
+ * `context.ip`; merges a batch's `context` and `integrations` under the
+ * call's own; drops the write key. Never throws on untrusted input.
+ */
+export function prepareCall(raw: unknown, ctx: CallContext): PreparedCall {
+  if (!isJsonObject(raw)) {
+    return reject('batch element is not a JSON object', undefined, undefined, { value: summarize(raw) });
+  }
+  if (sanitizeJson(raw, LIMITS.nestingDepth).tooDeep) {
+    const type = typeof raw['type'] === 'string' ? raw['type'] : ctx.pathType;
+    return reject(`message nests deeper than ${LIMITS.nestingDepth} levels`, type, undefined, {
+      type,
+      messageId: typeof raw['messageId'] === 'string' ? raw['messageId'].slice(0, MAX_ID_LENGTH) : undefined,
+    });
+  }
+
+  const message: JsonObject = { ...raw };
+  delete message['writeKey'];
+
+  const type = ctx.pathType ?? raw['type'];
+  if (!isCallType(type)) {
+    return reject(`batch element without a valid type (got ${describe(raw['type'])})`, undefined, undefined, message);
+  }
+  message['type'] = type;
+
+  const context = mergeUnder(ctx.batch?.context, raw['context']);
+  if (context === INVALID) return reject('context must be an object', type, undefined, message);
+  const integrations = mergeUnder(ctx.batch?.integrations, raw['integrations']);
+  if (integrations === INVALID) return reject('integrations must be an object', type, undefined, message);
+  if (context !== undefined) message['context'] = context;
+  if (integrations !== undefined) message['integrations'] = integrations;
+
+  const userId = readId(message, 'userId');
+  const anonymousId = readId(message, 'anonymousId');
+  for (const id of [userId, anonymousId]) {
+    if (id.error !== undefined) return reject(id.error, type, undefined, message);
+  }
+  const user = userId.value;
+  if (user === undefined && anonymousId.value === undefined) {
+    return reject('neither userId nor anonymousId', type, undefined, message);
+  }
+
+  const ruleBroken = checkCallRules(type, message);
+  if (ruleBroken !== undefined) return reject(ruleBroken, type, user, message);
+
+  const messageId = readId(message, 'messageId');
+  if (messageId.error !== undefined) return reject(messageId.error, type, user, message);
+  message['messageId'] = messageId.value ?? ctx.newMessageId();
+
+  stampTimes(message, ctx);
+  if (context !== undefined && context['ip'] === undefined && ctx.ip !== undefined && wantsRequestIp(context)) {
+    context['ip'] = ctx.ip;
+  }
+
+  return { ok: true, type, messageId: message['messageId'] as string, userId: user, message };
+}
+
+function reject(reason: string, type: string | undefined, userId: string | undefined, message: JsonObject): RejectedCall {
+  return { ok: false, reason, type, userId, message };
+}
+
+function checkCallRules(type: CallType, message: JsonObject): string | undefined {
+  switch (type) {
+    case 'track': {
+      const event = message['event'];
+      if (event === undefined || event === null || event === '') return 'track call without event';
+      if (typeof event !== 'string') return `track event must be a string (got ${describe(event)})`;
+      return objectField(message, 'properties');
+    }
+    case 'group': {
+      const groupId = readId(message, 'groupId');
+      if (groupId.error !== undefined) return groupId.error;
+      if (groupId.value === undefined) return 'group call without groupId';
+      return objectField(message, 'traits');
+    }
+    case 'alias': {
+      const previousId = readId(message, 'previousId');
+      if (previousId.error !== undefined) return previousId.error;
+      if (previousId.value === undefined) return 'alias call without previousId';
+      return undefined;
+    }
+    case 'identify':
+      return objectField(message, 'traits');
+    case 'page':
+    case 'screen': {
+      const name = message['name'];
+      if (name !== undefined && name !== null && typeof name !== 'string') {
+        return `${type} name must be a string (got ${describe(name)})`;
+      }
+      return objectField(message, 'properties');
+    }
+  }
+}
+
+function objectField(message: JsonObject, field: string): string | undefined {
+  const value = message[field];
+  if (value === undefined || value === null || isJsonObject(value)) return undefined;
+  return `${field} must be an object (got ${describe(value)})`;
+}
+
+/**
+ * Reads an identifier that clients send as a string or, sometimes, a number.
+ * Numbers are stored as strings; empty and null count as absent.
+ */
+function readId(message: JsonObject, field: string): { value?: string; error?: string } {
+  const value = message[field];
+  if (value === undefined || value === null || value === '') {
+    delete message[field];
+    return {};
+  }
+  if (typeof value === 'number' && Number.isFinite(value)) {
+    message[field] = String(value);
+    return { value: String(value) };
+  }
+  if (typeof value !== 'string') return { error: `${field} must be a string (got ${describe(value)})` };
+  if (value.length > MAX_ID_LENGTH) return { error: `${field} is longer than ${MAX_ID_LENGTH} characters` };
+  return { value };
+}
+
+const INVALID = Symbol('invalid');
+
+/** `inner` over `outer`, both optional objects; the inner (the call's own) wins. */
+function mergeUnder(outer: unknown, inner: unknown): JsonObject | undefined | typeof INVALID {
+  const hasInner = inner !== undefined && inner !== null;
+  if (hasInner && !isJsonObject(inner)) return INVALID;
+  const base = isJsonObject(outer) ? outer : undefined;
+  if (base === undefined) return hasInner ? { ...(inner) } : undefined;
+  return hasInner ? { ...base, ...(inner) } : { ...base };
+}
+
+/**
+ * Sets receivedAt, sentAt, originalTimestamp and timestamp. A timestamp that
+ * does not parse as a date is ignored rather than rejected: the message is
+ * still worth keeping, stamped with the time it was received.
+ */
+function stampTimes(message: JsonObject, ctx: CallContext): void {
+  const original = parseTime(message['timestamp']);
+  const sentAt = parseTime(ctx.batch?.sentAt) ?? parseTime(message['sentAt']);
+  message['receivedAt'] = new Date(ctx.receivedAt).toISOString();
+  if (sentAt !== undefined) message['sentAt'] = new Date(sentAt).toISOString();
+  else delete message['sentAt'];
+  if (original === undefined) {
+    message['timestamp'] = message['receivedAt'];
+    return;
+  }
+  message['originalTimestamp'] = message['timestamp'];
+  const corrected = sentAt === undefined ? original : ctx.receivedAt - (sentAt - original);
+  message['timestamp'] = new Date(clampTime(corrected)).toISOString();
+}
+
+const MAX_TIME_MS = 8_640_000_000_000_000;
+
+function parseTime(value: unknown): number | undefined {
+  if (typeof value !== 'string' || value.length > 64) return undefined;
+  const ms = Date.parse(value);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+function clampTime(ms: number): number {
+  return Math.max(-MAX_TIME_MS, Math.min(MAX_TIME_MS, ms));
+}
+
+function wantsRequestIp(context: JsonObject): boolean {
+  if (context['direct'] === true) return true;
+  const library = context['library'];
+  return isJsonObject(library) && typeof library['name'] === 'string' && BROWSER_LIBRARIES.has(library['name']);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return value === '' ? 'an empty string' : JSON.stringify(value.slice(0, 40));
+  if (typeof value === 'object') return 'an object';
+  return typeof value === 'undefined' ? 'nothing' : `a ${typeof value}`;
+}
+
+function summarize(value: unknown): unknown {
+  return typeof value === 'string' ? value.slice(0, 200) : Array.isArray(value) ? '[array]' : value;
+}

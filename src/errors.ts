@@ -1,0 +1,43 @@
+/**
+ * Every error code the HTTP APIs answer with. docs/errors.md documents each
+ * one, and a test keeps the two in step: add a code here and there together.
+ */
+export const ERROR_CODES = {
+  // Tracking API: {"success":false,"code":…,"message":…}
+  invalid_json: 400,
+  body_not_object: 400,
+  body_too_large: 400,
+  batch_element_too_large: 400,
+  too_many_batch_elements: 400,
+  invalid_batch: 400,
+  invalid_encoding: 400,
+  unsupported_encoding: 415,
+  invalid_write_key: 401,
+  storage_unavailable: 503,
+  // Admin API: {"error":{"code":…,"message":…}}
+  unauthorized: 401,
+  invalid_request: 400,
+  invalid_receivers: 400,
+  private_receiver: 400,
+  not_found: 404,
+  // Both
+  route_not_found: 404,
+  internal_error: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** An error the API answers with its own status and stable code. */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  readonly statusCode: number;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.statusCode = ERROR_CODES[code];
+  }
+}

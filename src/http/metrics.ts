@@ -1,0 +1,65 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The Prometheus metrics of one process, served at GET /metrics. */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly ingestRequests = new Counter({
+    name: 'switchyard_ingest_requests_total',
+    help: 'Tracking API requests by HTTP status code',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+
+  readonly ingestMessages = new Counter({
+    name: 'switchyard_ingest_messages_total',
+    help: 'Messages received, by the status ingest gave them',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly groupCommitSize = new Histogram({
+    name: 'switchyard_group_commit_entries',
+    help: 'Messages per ingest commit',
+    buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500],
+    registers: [this.registry],
+  });
+
+  readonly groupCommitSeconds = new Histogram({
+    name: 'switchyard_group_commit_seconds',
+    help: 'Time to commit one group of messages',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+
+  readonly deliveryAttempts = new Counter({
+    name: 'switchyard_delivery_attempts_total',
+    help: 'POSTs to webhook receivers by outcome (2xx, 4xx, 5xx, timeout, error, refused)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly deliveriesFinished = new Counter({
+    name: 'switchyard_deliveries_finished_total',
+    help: 'Deliveries that reached a final status',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly deliveryLagSeconds = new Histogram({
+    name: 'switchyard_delivery_lag_seconds',
+    help: 'Time from a message being stored to its delivery succeeding',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 300, 3600],
+    registers: [this.registry],
+  });
+
+  readonly ingestBacklog = new Gauge({
+    name: 'switchyard_ingest_commit_backlog',
+    help: 'Messages waiting for the next ingest commit',
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
+  }
+}

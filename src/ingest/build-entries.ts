@@ -1,0 +1,75 @@
+import type { CallType, JsonObject } from '../domain/message.js';
+import { LIMITS, isJsonObject } from '../domain/message.js';
+import { type CallContext, type PreparedCall, prepareCall } from '../domain/normalize.js';
+import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
+import { ApiError } from '../errors.js';
+import type { IngestEntry, SourceRecord } from '../store/store.js';
+
+export interface RequestFacts {
+  readonly source: SourceRecord;
+  /** Enabled destinations of the source. */
+  readonly destinations: readonly DestinationKind[];
+  readonly receivedAt: number;
+  readonly ip: string | undefined;
+  readonly newMessageId: () => string;
+}
+
+/** Turns a single call's body into the one entry to store. */
+export function entriesForCall(body: JsonObject, type: CallType, facts: RequestFacts): IngestEntry[] {
+  return [toEntry(prepareCall(body, callContext(facts, type, undefined)), facts)];
+}
+
+/**
+ * Turns a batch body into entries, one per element. The batch as a whole is
+ * refused (400) only when it is not a batch at all or breaks a size limit;
+ * a bad element is stored as rejected and the others go on.
+ */
+export function entriesForBatch(body: JsonObject, bodyBytes: number, facts: RequestFacts): IngestEntry[] {
+  const elements = body['batch'];
+  if (!Array.isArray(elements)) {
+    throw new ApiError('invalid_batch', 'a batch call needs a "batch" array of messages');
+  }
+  if (elements.length > LIMITS.batchElements) {
+    throw new ApiError('too_many_batch_elements', `a batch holds at most ${LIMITS.batchElements} messages, got ${elements.length}`);
+  }
+  // No element can be over the element limit when the whole body is under it.
+  if (bodyBytes > LIMITS.batchElementBytes) {
+    elements.forEach((element, index) => {
+      if (Buffer.byteLength(JSON.stringify(element) ?? '') > LIMITS.batchElementBytes) {
+        throw new ApiError(
+          'batch_element_too_large',
+          `batch element ${index} is over ${LIMITS.batchElementBytes / 1024} KB`,
+        );
+      }
+    });
+  }
+  const ctx = callContext(facts, undefined, {
+    sentAt: body['sentAt'],
+    context: isJsonObject(body['context']) ? body['context'] : undefined,
+    integrations: isJsonObject(body['integrations']) ? body['integrations'] : undefined,
+  });
+  return elements.map((element) => toEntry(prepareCall(element, ctx), facts));
+}
+
+function callContext(facts: RequestFacts, pathType: CallType | undefined, batch: CallContext['batch']): CallContext {
+  return { receivedAt: facts.receivedAt, ip: facts.ip, pathType, batch, newMessageId: facts.newMessageId };
+}
+
+function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
+  const common = { sourceId: facts.source.id, receivedAt: facts.receivedAt, body: JSON.stringify(call.message) };
+  if (!call.ok) {
+    return { ...common, status: 'rejected', reason: call.reason, type: call.type, messageId: undefined, userId: call.userId, destinations: [] };
+  }
+  if (!facts.source.enabled) {
+    return { ...common, status: 'rejected', reason: 'the source is disabled', type: call.type, messageId: call.messageId, userId: call.userId, destinations: [] };
+  }
+  const integrations = call.message['integrations'];
+  return {
+    ...common,
+    status: 'accepted',
+    type: call.type,
+    messageId: call.messageId,
+    userId: call.userId,
+    destinations: facts.destinations.filter((kind) => isRoutedTo(integrations, kind)),
+  };
+}

@@ -1,0 +1,175 @@
+import type { IncomingMessage } from 'node:http';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
+import { ApiError } from '../errors.js';
+import type { Metrics } from '../http/metrics.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import type { IngestEntry } from '../store/store.js';
+import { entriesForBatch, entriesForCall } from './build-entries.js';
+import type { GroupCommitter } from './group-commit.js';
+import { readBody } from './read-body.js';
+import { writeKeyFromAuthorization } from './write-key.js';
+
+export interface TrackingRoutesOptions {
+  readonly directory: SourceDirectory;
+  readonly committer: GroupCommitter;
+  readonly metrics: Metrics;
+  readonly now: () => number;
+  readonly newMessageId: () => string;
+  /** Ingest hands each request's entries here before committing (suppression, see regulations). */
+  readonly screen?: (entries: IngestEntry[]) => IngestEntry[];
+}
+
+/** Every path of a single call, long and short (browser and mobile libraries use the short ones). */
+const CALL_PATHS: ReadonlyArray<readonly [string, CallType]> = [
+  ['identify', 'identify'], ['i', 'identify'],
+  ['track', 'track'], ['t', 'track'],
+  ['page', 'page'], ['p', 'page'],
+  ['screen', 'screen'], ['s', 'screen'],
+  ['group', 'group'], ['g', 'group'],
+  ['alias', 'alias'], ['a', 'alias'],
+];
+const BATCH_PATHS = ['batch', 'b', 'import'];
+
+interface RouteConfig {
+  readonly bodyLimit: number;
+  /** Read (and bound) the body but do not parse it. */
+  readonly ignoreBody?: boolean;
+}
+
+const SUCCESS = '{"success":true}';
+
+/**
+ * The Tracking API, `/v1/*`. Encapsulated: its body parser reads every
+ * content type as JSON (browsers send text/plain, RudderStack's SDK
+ * x-www-form-urlencoded), and its errors have the Tracking API's shape.
+ */
+export async function trackingRoutes(app: FastifyInstance, options: TrackingRoutesOptions): Promise<void> {
+  const { directory, committer, metrics, now, newMessageId } = options;
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (request, _payload, done) => {
+    const config = request.routeOptions.config as unknown as RouteConfig;
+    readParsedBody(request.raw, config).then(
+      (body) => done(null, body),
+      (error: unknown) => done(error as Error),
+    );
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    const origin = request.headers.origin;
+    reply.header('access-control-allow-origin', origin ?? '*');
+    if (origin !== undefined) {
+      reply.header('access-control-allow-credentials', 'true');
+      reply.header('vary', 'Origin');
+    }
+  });
+  app.addHook('onResponse', async (_request, reply) => {
+    metrics.ingestRequests.inc({ code: String(reply.statusCode) });
+  });
+
+  app.options('/v1/*', async (_request, reply) => {
+    reply
+      .header('access-control-allow-methods', 'POST, OPTIONS')
+      .header('access-control-allow-headers', 'Authorization, Content-Type, X-Retry-Count')
+      .header('access-control-max-age', '86400')
+      .code(204)
+      .send();
+  });
+
+  const handle = async (request: FastifyRequest, reply: FastifyReply, type: CallType | 'batch'): Promise<void> => {
+    const { value: body, bytes } = request.body as ParsedBody;
+    const writeKey = writeKeyFromAuthorization(request.headers.authorization) ?? (typeof body['writeKey'] === 'string' ? body['writeKey'] : undefined);
+    const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
+    if (source === undefined) {
+      throw new ApiError('invalid_write_key', writeKey === undefined ? 'no write key: send it as Basic auth or as "writeKey" in the body' : 'unknown write key');
+    }
+    const facts = {
+      source,
+      destinations: directory.enabledDestinations(source.id),
+      receivedAt: now(),
+      ip: request.ip,
+      newMessageId,
+    };
+    let entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
+    if (options.screen !== undefined) entries = options.screen(entries);
+    let results;
+    try {
+      results = await committer.commit(entries);
+    } catch (error) {
+      request.log.error({ err: error }, 'could not store messages');
+      reply.header('retry-after', '5');
+      throw new ApiError('storage_unavailable', 'the messages could not be stored; retry later', { cause: error });
+    }
+    for (const result of results) metrics.ingestMessages.inc({ status: result.status });
+    reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
+  };
+
+  const call: RouteConfig = { bodyLimit: LIMITS.callBytes };
+  const batch: RouteConfig = { bodyLimit: LIMITS.batchBytes };
+  for (const [path, type] of CALL_PATHS) {
+    app.post(`/v1/${path}`, { config: call }, (request, reply) => handle(request, reply, type));
+  }
+  for (const path of BATCH_PATHS) {
+    app.post(`/v1/${path}`, { config: batch }, (request, reply) => handle(request, reply, 'batch'));
+  }
+  // Client-side metrics from analytics.js: accepted and ignored.
+  app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig }, async (_request, reply) => {
+    reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ success: false, code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
+  });
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    const api = toApiError(error);
+    if (api.statusCode >= 500 && api.code !== 'storage_unavailable') request.log.error({ err: error }, 'tracking API error');
+    if (api.code === 'body_too_large' || api.code === 'invalid_encoding') {
+      // The rest of the body is unread: close rather than drain it.
+      reply.header('connection', 'close');
+    }
+    void reply.code(api.statusCode).send({ success: false, code: api.code, message: api.message });
+  });
+}
+
+/** Reads and parses a body; every failure becomes an {@link ApiError}. */
+async function readParsedBody(raw: IncomingMessage, config: RouteConfig): Promise<ParsedBody | null> {
+  let buffer: Buffer;
+  try {
+    buffer = await readBody(raw, config.bodyLimit);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    throw new ApiError('invalid_json', `the body could not be read: ${String(error)}`, { cause: error });
+  }
+  return config.ignoreBody === true ? null : { value: parseJsonBody(buffer), bytes: buffer.length };
+}
+
+interface ParsedBody {
+  readonly value: JsonObject;
+  readonly bytes: number;
+}
+
+function parseJsonBody(buffer: Buffer): JsonObject {
+  let text = buffer.toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (text.trim() === '') throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ApiError('invalid_json', `the body is not valid JSON: ${(error as Error).message.slice(0, 200)}`);
+  }
+  if (!isJsonObject(value)) {
+    throw new ApiError('body_not_object', `the body must be a JSON object, got ${Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'null' : `a ${typeof value}`}`);
+  }
+  return value;
+}
+
+function toApiError(error: FastifyError | ApiError): ApiError {
+  if (error instanceof ApiError) return error;
+  const status = error.statusCode ?? 500;
+  if (status === 413) return new ApiError('body_too_large', error.message);
+  if (status === 415) return new ApiError('unsupported_encoding', error.message);
+  if (status >= 400 && status < 500) return new ApiError('invalid_json', error.message);
+  return new ApiError('internal_error', 'internal error', { cause: error });
+}

@@ -1,0 +1,190 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { DestinationKind } from '../../domain/routing.js';
+import type {
+  AttemptRecord,
+  ClaimRequest,
+  ClaimedDelivery,
+  DeliveryDetail,
+  DeliveryFilter,
+  DeliveryOutcome,
+  DeliveryRecord,
+  DeliveryStatus,
+  RequeueFilter,
+} from '../store.js';
+
+interface DeliveryRow {
+  id: number;
+  source_id: string;
+  message_seq: number;
+  destination: DestinationKind;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: number | null;
+  first_attempt_at: number | null;
+  retry_urls: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  message_id?: string | null;
+}
+
+interface AttemptRow {
+  at: number;
+  url: string;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+/** The delivery queue: claims with leases, outcomes, and the admin views of it. */
+export class DeliveryQueries {
+  private readonly claimTx: (request: ClaimRequest) => ClaimedDelivery[];
+  private readonly finishTx: (outcomes: readonly DeliveryOutcome[]) => void;
+  private readonly lease: Statement<[string, number, number, number, number], DeliveryRow>;
+  private readonly messageBody: Statement<[number], { body: string }>;
+  private readonly finish: Statement<unknown[]>;
+  private readonly defer: Statement<[number, number, number, string]>;
+  private readonly insertAttempt: Statement<unknown[]>;
+  private readonly nextDue: Statement<[], { due: number | null }>;
+
+  constructor(private readonly db: Database) {
+    // Leasing moves next_attempt_at to the lease's end: see the schema.
+    this.lease = db.prepare(`
+      UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, updated_at = ?
+      WHERE id IN (
+        SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
+        ORDER BY next_attempt_at LIMIT ?)
+      RETURNING *`);
+    this.messageBody = db.prepare(`SELECT body FROM messages WHERE seq = ?`);
+    this.finish = db.prepare(`
+      UPDATE deliveries SET status = ?, attempt_count = attempt_count + 1, first_attempt_at = ?,
+        next_attempt_at = ?, retry_urls = ?, last_error = ?, lease_owner = NULL, updated_at = ?
+      WHERE id = ? AND lease_owner = ? AND status = 'pending'`);
+    this.defer = db.prepare(`
+      UPDATE deliveries SET next_attempt_at = ?, lease_owner = NULL, updated_at = ?
+      WHERE id = ? AND lease_owner = ? AND status = 'pending'`);
+    this.insertAttempt = db.prepare(`
+      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`);
+    this.nextDue = db.prepare(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
+
+    this.claimTx = db.transaction((request: ClaimRequest) => {
+      const rows = this.lease.all(request.owner, request.now + request.leaseMs, request.now, request.now, request.limit);
+      rows.sort((a, b) => a.id - b.id);
+      return rows.map((row) => ({
+        id: row.id,
+        sourceId: row.source_id,
+        destination: row.destination,
+        messageSeq: row.message_seq,
+        body: this.messageBody.get(row.message_seq)?.body ?? 'null',
+        attemptCount: row.attempt_count,
+        firstAttemptAt: row.first_attempt_at ?? undefined,
+        retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
+        createdAt: row.created_at,
+      }));
+    });
+    this.finishTx = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
+      for (const outcome of outcomes) this.finishOne(outcome);
+    });
+  }
+
+  claim(request: ClaimRequest): ClaimedDelivery[] {
+    return this.claimTx(request);
+  }
+
+  finishAll(outcomes: readonly DeliveryOutcome[]): void {
+    this.finishTx(outcomes);
+  }
+
+  private finishOne(outcome: DeliveryOutcome): void {
+    if (outcome.kind === 'deferred') {
+      this.defer.run(outcome.nextAttemptAt, outcome.at, outcome.id, outcome.owner);
+      return;
+    }
+    const retry = outcome.kind === 'retry';
+    const changed = this.finish.run(
+      retry ? 'pending' : outcome.kind,
+      outcome.firstAttemptAt,
+      retry ? outcome.nextAttemptAt : null,
+      retry ? JSON.stringify(outcome.retryUrls) : null,
+      outcome.lastError ?? null,
+      outcome.at,
+      outcome.id,
+      outcome.owner,
+    ).changes;
+    if (changed === 0) return;
+    for (const attempt of outcome.attempts) {
+      this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs));
+    }
+  }
+
+  nextDueAt(): number | undefined {
+    return this.nextDue.get()?.due ?? undefined;
+  }
+
+  list(filter: DeliveryFilter): DeliveryRecord[] {
+    const rows = this.db
+      .prepare(`
+        SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+        WHERE (@sourceId IS NULL OR d.source_id = @sourceId)
+          AND (@status IS NULL OR d.status = @status)
+          AND (@beforeId IS NULL OR d.id < @beforeId)
+        ORDER BY d.id DESC LIMIT @limit`)
+      .all({
+        sourceId: filter.sourceId ?? null,
+        status: filter.status ?? null,
+        beforeId: filter.beforeId ?? null,
+        limit: filter.limit,
+      }) as DeliveryRow[];
+    return rows.map(toDeliveryRecord);
+  }
+
+  get(id: number): DeliveryDetail | undefined {
+    const row = this.db
+      .prepare(`SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = ?`)
+      .get(id) as DeliveryRow | undefined;
+    if (row === undefined) return undefined;
+    const attempts = this.db
+      .prepare(`SELECT at, url, status_code, error, duration_ms FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`)
+      .all(id) as AttemptRow[];
+    return { ...toDeliveryRecord(row), attempts: attempts.map(toAttemptRecord) };
+  }
+
+  requeueFailed(filter: RequeueFilter, now: number): number {
+    return this.db
+      .prepare(`
+        UPDATE deliveries SET status = 'pending', next_attempt_at = @now, first_attempt_at = NULL,
+          retry_urls = NULL, lease_owner = NULL, updated_at = @now
+        WHERE status = 'failed'
+          AND (@id IS NULL OR id = @id)
+          AND (@sourceId IS NULL OR source_id = @sourceId)
+          AND (@since IS NULL OR updated_at >= @since)`)
+      .run({ now, id: filter.id ?? null, sourceId: filter.sourceId ?? null, since: filter.since ?? null }).changes;
+  }
+}
+
+function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
+  return {
+    id: row.id,
+    sourceId: row.source_id,
+    destination: row.destination,
+    messageSeq: row.message_seq,
+    messageId: row.message_id ?? undefined,
+    status: row.status,
+    attemptCount: row.attempt_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    nextAttemptAt: row.next_attempt_at ?? undefined,
+    firstAttemptAt: row.first_attempt_at ?? undefined,
+    lastError: row.last_error ?? undefined,
+  };
+}
+
+function toAttemptRecord(row: AttemptRow): AttemptRecord {
+  return {
+    at: row.at,
+    url: row.url,
+    statusCode: row.status_code ?? undefined,
+    error: row.error ?? undefined,
+    durationMs: row.duration_ms,
+  };
+}

@@ -1,0 +1,114 @@
+import type { Database } from 'better-sqlite3';
+
+/**
+ * Schema versions, applied in order; `PRAGMA user_version` records the last
+ * one applied. Append new versions, never edit a released one.
+ */
+const MIGRATIONS: readonly string[] = [
+  // 1: sources, destinations, messages, deliveries
+  `
+  CREATE TABLE settings (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  ) WITHOUT ROWID;
+  INSERT INTO settings (key, value) VALUES ('config_version', '1');
+
+  CREATE TABLE sources (
+    id             TEXT PRIMARY KEY,
+    name           TEXT NOT NULL,
+    write_key      TEXT NOT NULL,
+    write_key_hash TEXT NOT NULL UNIQUE,
+    enabled        INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    updated_at     INTEGER NOT NULL
+  ) WITHOUT ROWID;
+
+  CREATE TABLE destinations (
+    source_id  TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    enabled    INTEGER NOT NULL,
+    settings   TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, kind)
+  ) WITHOUT ROWID;
+
+  CREATE TABLE messages (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_id   TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    reason      TEXT,
+    type        TEXT,
+    message_id  TEXT,
+    user_id     TEXT,
+    received_at INTEGER NOT NULL,
+    body        TEXT NOT NULL
+  );
+  CREATE INDEX messages_by_source ON messages (source_id, seq);
+  CREATE INDEX messages_by_user ON messages (user_id, source_id) WHERE user_id IS NOT NULL;
+
+  CREATE TABLE dedupe_keys (
+    source_id  TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seen_at    INTEGER NOT NULL,
+    PRIMARY KEY (source_id, message_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX dedupe_keys_by_age ON dedupe_keys (seen_at);
+
+  -- While a delivery is leased, next_attempt_at is when its lease expires, so
+  -- a crashed worker's deliveries fall due again by themselves.
+  CREATE TABLE deliveries (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_id        TEXT NOT NULL,
+    message_seq      INTEGER NOT NULL,
+    destination      TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    attempt_count    INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  INTEGER,
+    first_attempt_at INTEGER,
+    lease_owner      TEXT,
+    retry_urls       TEXT,
+    last_error       TEXT,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+  );
+  CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX deliveries_by_source ON deliveries (source_id, id);
+  CREATE INDEX deliveries_by_message ON deliveries (message_seq);
+
+  CREATE TABLE delivery_attempts (
+    id          INTEGER PRIMARY KEY,
+    delivery_id INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    url         TEXT NOT NULL,
+    status_code INTEGER,
+    error       TEXT,
+    duration_ms INTEGER NOT NULL
+  );
+  CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id);
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export class SchemaTooNewError extends Error {
+  override readonly name = 'SchemaTooNewError';
+}
+
+/**
+ * Brings the schema to {@link SCHEMA_VERSION}. Runs under an immediate
+ * transaction, so two processes starting at once apply each version once.
+ */
+export function migrate(db: Database): void {
+  db.transaction(() => {
+    const current = db.pragma('user_version', { simple: true }) as number;
+    if (current > SCHEMA_VERSION) {
+      throw new SchemaTooNewError(
+        `the database schema is version ${current}, newer than this Switchyard knows (${SCHEMA_VERSION}); upgrade Switchyard`,
+      );
+    }
+    for (let version = current; version < SCHEMA_VERSION; version++) {
+      db.exec(MIGRATIONS[version]!);
+    }
+    if (current !== SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}

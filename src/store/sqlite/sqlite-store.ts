@@ -1,0 +1,276 @@
+import { EventEmitter } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import BetterSqlite3, { type Database } from 'better-sqlite3';
+import type { DestinationKind } from '../../domain/routing.js';
+import { sha256Hex } from '../../util/crypto.js';
+import type {
+  AppendResult,
+  ClaimRequest,
+  ClaimedDelivery,
+  DeliveryDetail,
+  DeliveryFilter,
+  DeliveryOutcome,
+  DeliveryRecord,
+  DestinationRecord,
+  IngestEntry,
+  RequeueFilter,
+  SourcePatch,
+  SourceRecord,
+  Store,
+  StoreCapabilities,
+  StoreTopic,
+  StoredMessage,
+} from '../store.js';
+import { DeliveryQueries } from './delivery-queries.js';
+import { MessageQueries } from './message-queries.js';
+import { migrate } from './migrations.js';
+
+export interface SqliteStoreOptions {
+  /** Folder of the database file; created when missing. `:memory:` for a private in-memory store. */
+  readonly dataDir: string;
+  /** `fsync` makes every commit reach the disk before it resolves (survives power loss). */
+  readonly durability: 'process' | 'fsync';
+}
+
+interface SourceRow {
+  id: string;
+  name: string;
+  write_key: string;
+  enabled: number;
+  created_at: number;
+  updated_at: number;
+}
+
+interface DestinationRow {
+  source_id: string;
+  kind: DestinationKind;
+  enabled: number;
+  settings: string;
+  updated_at: number;
+}
+
+/**
+ * The embedded store: one SQLite file in WAL mode, used by one `serve`
+ * process (the CLI may open it beside the server). better-sqlite3 is
+ * synchronous, so each method runs to completion within one event-loop turn;
+ * callers group writes (see ingest's group commit) to share commits.
+ */
+export class SqliteStore implements Store {
+  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false };
+  private readonly events = new EventEmitter();
+  private messages!: MessageQueries;
+  private deliveries!: DeliveryQueries;
+
+  private constructor(private readonly db: Database) {
+    this.events.setMaxListeners(0);
+  }
+
+  static open(options: SqliteStoreOptions): SqliteStore {
+    let file = ':memory:';
+    if (options.dataDir !== ':memory:') {
+      mkdirSync(options.dataDir, { recursive: true });
+      file = path.join(options.dataDir, 'switchyard.sqlite');
+    }
+    const db = new BetterSqlite3(file);
+    db.pragma('journal_mode = WAL');
+    // WAL + NORMAL: a commit is in the OS once it returns (survives a process
+    // crash); FULL also fsyncs the WAL on every commit (survives power loss).
+    db.pragma(`synchronous = ${options.durability === 'fsync' ? 'FULL' : 'NORMAL'}`);
+    db.pragma('busy_timeout = 5000');
+    return new SqliteStore(db);
+  }
+
+  async migrate(): Promise<void> {
+    migrate(this.db);
+    this.messages = new MessageQueries(this.db);
+    this.deliveries = new DeliveryQueries(this.db);
+  }
+
+  async ping(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    this.events.removeAllListeners();
+    if (this.db.open) this.db.close();
+  }
+
+  subscribe(listener: (topic: StoreTopic) => void): () => void {
+    this.events.on('change', listener);
+    return () => this.events.off('change', listener);
+  }
+
+  private emit(topic: StoreTopic): void {
+    this.events.emit('change', topic);
+  }
+
+  // --- settings -------------------------------------------------------------------
+
+  async getSetting(key: string): Promise<string | undefined> {
+    const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
+    return row?.value;
+  }
+
+  async insertSettingIfAbsent(key: string, value: string): Promise<boolean> {
+    return this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING').run(key, value).changes > 0;
+  }
+
+  async getConfigVersion(): Promise<number> {
+    return Number(await this.getSetting('config_version'));
+  }
+
+  /** Runs a config write and bumps the config version in the same transaction. */
+  private configChange<T>(write: () => T): T {
+    const result = this.db.transaction(() => {
+      const value = write();
+      this.db.prepare(`UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'config_version'`).run();
+      return value;
+    })();
+    this.emit('config');
+    return result;
+  }
+
+  // --- sources and destinations ------------------------------------------------------
+
+  async insertSource(source: SourceRecord): Promise<void> {
+    this.configChange(() =>
+      this.db
+        .prepare(`INSERT INTO sources (id, name, write_key, write_key_hash, enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+        .run(source.id, source.name, source.writeKey, sha256Hex(source.writeKey), source.enabled ? 1 : 0, source.createdAt, source.updatedAt),
+    );
+  }
+
+  async listSources(): Promise<SourceRecord[]> {
+    return (this.db.prepare('SELECT * FROM sources ORDER BY created_at, id').all() as SourceRow[]).map(toSource);
+  }
+
+  async getSource(id: string): Promise<SourceRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM sources WHERE id = ?').get(id) as SourceRow | undefined;
+    return row === undefined ? undefined : toSource(row);
+  }
+
+  async updateSource(id: string, patch: SourcePatch, now: number): Promise<SourceRecord | undefined> {
+    const row = this.configChange(
+      () =>
+        this.db
+          .prepare(`
+            UPDATE sources SET name = COALESCE(?, name), enabled = COALESCE(?, enabled), updated_at = ?
+            WHERE id = ? RETURNING *`)
+          .get(patch.name ?? null, patch.enabled === undefined ? null : patch.enabled ? 1 : 0, now, id) as SourceRow | undefined,
+    );
+    return row === undefined ? undefined : toSource(row);
+  }
+
+  async deleteSource(id: string): Promise<boolean> {
+    return this.configChange(() => {
+      const deleted = this.db.prepare('DELETE FROM sources WHERE id = ?').run(id).changes > 0;
+      if (!deleted) return false;
+      this.db.prepare('DELETE FROM destinations WHERE source_id = ?').run(id);
+      this.db
+        .prepare('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE source_id = ?)')
+        .run(id);
+      this.db.prepare('DELETE FROM deliveries WHERE source_id = ?').run(id);
+      this.db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
+      this.db.prepare('DELETE FROM dedupe_keys WHERE source_id = ?').run(id);
+      return true;
+    });
+  }
+
+  async putDestination(destination: DestinationRecord): Promise<void> {
+    this.configChange(() =>
+      this.db
+        .prepare(`
+          INSERT INTO destinations (source_id, kind, enabled, settings, updated_at) VALUES (?, ?, ?, ?, ?)
+          ON CONFLICT (source_id, kind) DO UPDATE SET
+            enabled = excluded.enabled, settings = excluded.settings, updated_at = excluded.updated_at`)
+        .run(destination.sourceId, destination.kind, destination.enabled ? 1 : 0, JSON.stringify(destination.settings), destination.updatedAt),
+    );
+  }
+
+  async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
+    const row = this.db.prepare('SELECT * FROM destinations WHERE source_id = ? AND kind = ?').get(sourceId, kind) as
+      | DestinationRow
+      | undefined;
+    return row === undefined ? undefined : toDestination(row);
+  }
+
+  async listDestinations(): Promise<DestinationRecord[]> {
+    return (this.db.prepare('SELECT * FROM destinations').all() as DestinationRow[]).map(toDestination);
+  }
+
+  // --- ingest ------------------------------------------------------------------------
+
+  async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
+    const results = this.messages.append(entries, dedupeSince);
+    this.emit('messages');
+    if (results.some((r) => r.status === 'accepted')) this.emit('deliveries');
+    return results;
+  }
+
+  async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {
+    return this.messages.listRecent(sourceId, limit);
+  }
+
+  // --- delivery ----------------------------------------------------------------------
+
+  async claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    return this.deliveries.claim(request);
+  }
+
+  async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void> {
+    this.deliveries.finishAll(outcomes);
+  }
+
+  async nextDeliveryDueAt(): Promise<number | undefined> {
+    return this.deliveries.nextDueAt();
+  }
+
+  async listDeliveries(filter: DeliveryFilter): Promise<DeliveryRecord[]> {
+    return this.deliveries.list(filter);
+  }
+
+  async getDelivery(id: number): Promise<DeliveryDetail | undefined> {
+    return this.deliveries.get(id);
+  }
+
+  async requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number> {
+    const count = this.deliveries.requeueFailed(filter, now);
+    if (count > 0) this.emit('deliveries');
+    return count;
+  }
+
+  // --- housekeeping ------------------------------------------------------------------
+
+  async prune(before: number, dedupeBefore: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const removed = this.db.transaction(() => this.messages.pruneBatch(before, dedupeBefore))();
+      total += removed;
+      if (removed === 0) return total;
+      await nextTurn(); // let ingest and delivery run between batches
+    }
+  }
+}
+
+function toSource(row: SourceRow): SourceRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    writeKey: row.write_key,
+    enabled: row.enabled === 1,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toDestination(row: DestinationRow): DestinationRecord {
+  return {
+    sourceId: row.source_id,
+    kind: row.kind,
+    enabled: row.enabled === 1,
+    settings: JSON.parse(row.settings) as unknown,
+    updatedAt: row.updated_at,
+  };
+}

@@ -1,0 +1,7 @@
+import { randomUUID } from 'node:crypto';
+import { randomToken } from './crypto.js';
+
+export const newSourceId = (): string => `src_${randomToken(20)}`;
+export const newWriteKey = (): string => randomToken(32);
+export const newAdminToken = (): string => `sy_${randomToken(40)}`;
+export const newMessageId = (): string => randomUUID();
