@@ -78,6 +78,8 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   });
 
   const handle = async (request: FastifyRequest, reply: FastifyReply, type: CallType | 'batch'): Promise<void> => {
+    // Fastify skips the parser for a declared empty body.
+    if (request.body === undefined || request.body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
     const { value: body, bytes } = request.body as ParsedBody;
     const writeKey = writeKeyFromAuthorization(request.headers.authorization) ?? (typeof body['writeKey'] === 'string' ? body['writeKey'] : undefined);
     const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
@@ -125,11 +127,31 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     const api = toApiError(error);
     if (api.statusCode >= 500 && api.code !== 'storage_unavailable') request.log.error({ err: error }, 'tracking API error');
     if (api.code === 'body_too_large' || api.code === 'invalid_encoding') {
-      // The rest of the body is unread: close rather than drain it.
-      reply.header('connection', 'close');
+      // Fastify asks for Connection: close after a parser error, which makes
+      // Node close at once; linger instead (see discardRestOfBody).
+      reply.removeHeader('connection');
+      reply.raw.once('finish', () => discardRestOfBody(request.raw));
     }
     void reply.code(api.statusCode).send({ success: false, code: api.code, message: api.message });
   });
+}
+
+/** How long the unread rest of a refused body is read and dropped before the connection is cut. */
+const LINGER_MS = 5_000;
+
+/**
+ * After answering a refused body, reads and drops whatever the client still
+ * sends, for a bounded time. Closing at once would make the kernel reset the
+ * connection while request bytes are unread, and a reset can make the client
+ * lose the answer it was sent (nginx calls this lingering close).
+ */
+function discardRestOfBody(request: IncomingMessage): void {
+  if (request.complete) return;
+  const timer = setTimeout(() => request.socket.destroy(), LINGER_MS);
+  timer.unref();
+  request.once('end', () => clearTimeout(timer));
+  request.once('close', () => clearTimeout(timer));
+  request.resume();
 }
 
 /** Reads and parses a body; every failure becomes an {@link ApiError}. */

@@ -1,0 +1,213 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { gzipSync } from 'node:zlib';
+import { type TestSwitchyard, basicAuth, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+
+describe('Tracking API', () => {
+  let sy: TestSwitchyard;
+  let source: { id: string; writeKey: string };
+
+  before(async () => {
+    sy = await startTestSwitchyard();
+    source = await sy.createSource('tracking');
+  });
+  after(async () => {
+    await sy.close();
+  });
+
+  const stored = async (sourceId = source.id, limit = 10) => sy.store.listRecentMessages(sourceId, limit);
+  const raw = (route: string, init: RequestInit) => fetch(sy.url + route, { method: 'POST', ...init });
+
+  it('accepts every call on its long and short path, typed by the path', async () => {
+    const paths: Array<[string, string, object]> = [
+      ['/v1/identify', 'identify', { traits: { a: 1 } }],
+      ['/v1/i', 'identify', {}],
+      ['/v1/track', 'track', { event: 'E' }],
+      ['/v1/t', 'track', { event: 'E' }],
+      ['/v1/page', 'page', { name: 'Home' }],
+      ['/v1/p', 'page', {}],
+      ['/v1/screen', 'screen', { name: 'Main' }],
+      ['/v1/s', 'screen', {}],
+      ['/v1/group', 'group', { groupId: 'g1' }],
+      ['/v1/g', 'group', { groupId: 'g1' }],
+      ['/v1/alias', 'alias', { previousId: 'old' }],
+      ['/v1/a', 'alias', { previousId: 'old' }],
+    ];
+    const own = await sy.createSource('paths');
+    for (const [route, , extra] of paths) {
+      const response = await sy.send(route, own.writeKey, { userId: 'u1', messageId: `path-${route}`, ...extra });
+      assert.deepEqual(response, { status: 200, body: { success: true } }, route);
+    }
+    const messages = (await stored(own.id, 20)).reverse();
+    assert.deepEqual(
+      messages.map((m) => [m.status, m.type]),
+      paths.map(([, type]) => ['accepted', type]),
+    );
+  });
+
+  it('accepts batches on /v1/batch, /v1/b and /v1/import; bad elements are dropped alone', async () => {
+    const own = await sy.createSource('batches');
+    for (const route of ['/v1/batch', '/v1/b', '/v1/import']) {
+      const response = await sy.send(route, own.writeKey, {
+        batch: [
+          { type: 'track', userId: 'u', event: 'Good', messageId: `${route}-1` },
+          { type: 'track', userId: 'u', messageId: `${route}-2` },
+          { type: 'bogus', userId: 'u' },
+          'not an object',
+        ],
+        context: { locale: 'de' },
+      });
+      assert.equal(response.status, 200, route);
+    }
+    const messages = await stored(own.id, 20);
+    assert.equal(messages.filter((m) => m.status === 'accepted').length, 3);
+    assert.equal(messages.filter((m) => m.status === 'rejected').length, 9);
+    const good = messages.find((m) => m.status === 'accepted')!;
+    assert.deepEqual(JSON.parse(good.body).context, { locale: 'de' });
+    assert.deepEqual(
+      new Set(messages.filter((m) => m.status === 'rejected').map((m) => m.reason)),
+      new Set(['track call without event', 'batch element without a valid type (got "bogus")', 'batch element is not a JSON object']),
+    );
+  });
+
+  it('reads the write key from the body of a text/plain call (as browsers send it)', async () => {
+    const response = await raw('/v1/t', {
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ writeKey: source.writeKey, anonymousId: 'anon', event: 'Clicked', messageId: 'browser-1', context: { library: { name: 'analytics.js' } } }),
+    });
+    assert.equal(response.status, 200);
+    const message = (await stored()).find((m) => m.messageId === 'browser-1')!;
+    const body = JSON.parse(message.body);
+    assert.equal(body.writeKey, undefined, 'the write key is not stored');
+    assert.equal(body.context.ip, '127.0.0.1');
+  });
+
+  it('reads gzip bodies whatever the Content-Type (RudderStack sends form-urlencoded)', async () => {
+    const response = await raw('/v1/batch', {
+      headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ batch: [{ type: 'identify', userId: 'gz', messageId: 'gzip-1' }] })),
+    });
+    assert.equal(response.status, 200);
+    assert.ok((await stored()).some((m) => m.messageId === 'gzip-1' && m.status === 'accepted'));
+  });
+
+  it('answers 401 for a missing or unknown write key', async () => {
+    const attempts: Array<Record<string, string>> = [{}, { authorization: basicAuth('nope') }, { authorization: 'Bearer x' }];
+    for (const headers of attempts) {
+      const response = await raw('/v1/track', { headers, body: JSON.stringify({ userId: 'u', event: 'E' }) });
+      assert.equal(response.status, 401);
+      assert.equal(((await response.json()) as any).code, 'invalid_write_key');
+    }
+    const wrongInBody = await raw('/v1/track', { body: JSON.stringify({ writeKey: `${source.writeKey}x`, userId: 'u', event: 'E' }) });
+    assert.equal(wrongInBody.status, 401);
+  });
+
+  it('answers 400 with a stable code for bodies that are not a JSON object', async () => {
+    const cases: Array<[string | Buffer, Record<string, string>, string]> = [
+      ['{"userId":', {}, 'invalid_json'],
+      ['', {}, 'invalid_json'],
+      ['[{"userId":"u"}]', {}, 'body_not_object'],
+      ['"text"', {}, 'body_not_object'],
+      ['null', {}, 'body_not_object'],
+      [Buffer.from('not gzip'), { 'content-encoding': 'gzip' }, 'invalid_encoding'],
+    ];
+    for (const [body, headers, code] of cases) {
+      const response = await raw('/v1/track', { headers: { authorization: basicAuth(source.writeKey), ...headers }, body });
+      assert.equal(response.status, 400, String(body));
+      const json = (await response.json()) as any;
+      assert.deepEqual([json.success, json.code, typeof json.message], [false, code, 'string']);
+    }
+    const br = await raw('/v1/track', { headers: { authorization: basicAuth(source.writeKey), 'content-encoding': 'br' }, body: '{}' });
+    assert.equal(br.status, 415);
+    const notABatch = await sy.send('/v1/batch', source.writeKey, { batch: { type: 'track' } });
+    assert.deepEqual([notABatch.status, notABatch.body.code], [400, 'invalid_batch']);
+  });
+
+  it('enforces the size limits after decompression', async () => {
+    const pad = (bytes: number) => 'x'.repeat(bytes);
+    const call = await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'E', properties: { p: pad(33 * 1024) } });
+    assert.deepEqual([call.status, call.body.code], [400, 'body_too_large']);
+    const callJustUnder = await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'E', properties: { p: pad(31 * 1024) } });
+    assert.equal(callJustUnder.status, 200);
+
+    const element = await sy.send('/v1/batch', source.writeKey, { batch: [{ type: 'track', userId: 'u', event: 'E', properties: { p: pad(33 * 1024) } }] });
+    assert.deepEqual([element.status, element.body.code], [400, 'batch_element_too_large']);
+    const tooMany = await sy.send('/v1/batch', source.writeKey, { batch: Array.from({ length: 2501 }, () => ({})) });
+    assert.deepEqual([tooMany.status, tooMany.body.code], [400, 'too_many_batch_elements']);
+    const batch = await sy.send('/v1/batch', source.writeKey, { batch: Array.from({ length: 20 }, () => ({ type: 'track', userId: 'u', event: 'E', p: pad(26 * 1024) })) });
+    assert.deepEqual([batch.status, batch.body.code], [400, 'body_too_large']);
+
+    // 50 MB of zeros gzip to ~50 KB: refused once 500 KB have been inflated.
+    const bomb = gzipSync(Buffer.alloc(50 * 1024 * 1024));
+    const response = await raw('/v1/batch', { headers: { authorization: basicAuth(source.writeKey), 'content-encoding': 'gzip' }, body: bomb });
+    assert.equal(response.status, 400);
+    assert.equal(((await response.json()) as any).code, 'body_too_large');
+  });
+
+  it('answers CORS preflights for any origin', async () => {
+    const response = await fetch(`${sy.url}/v1/t`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://shop.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    assert.equal(response.status, 204);
+    assert.equal(response.headers.get('access-control-allow-origin'), 'https://shop.example');
+    assert.match(response.headers.get('access-control-allow-headers') ?? '', /Authorization, Content-Type, X-Retry-Count/);
+    const post = await raw('/v1/t', { headers: { origin: 'https://shop.example' }, body: JSON.stringify({ writeKey: source.writeKey, userId: 'u', event: 'E' }) });
+    assert.equal(post.headers.get('access-control-allow-origin'), 'https://shop.example');
+  });
+
+  it('answers /v1/m (client metrics) with 200 and stores nothing', async () => {
+    const before = (await stored(source.id, 1000)).length;
+    const response = await raw('/v1/m', { headers: { 'content-type': 'text/plain' }, body: '{"series":[]}' });
+    assert.equal(response.status, 200);
+    assert.equal((await stored(source.id, 1000)).length, before);
+  });
+
+  it('stores a repeated messageId as a duplicate without routing it again', async () => {
+    const own = await sy.createSource('dedupe');
+    await sy.store.putDestination({ sourceId: own.id, kind: 'webhooks', enabled: false, settings: {}, updatedAt: Date.now() });
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await sy.send('/v1/track', own.writeKey, { userId: 'u', event: 'E', messageId: 'dup-1' })).status, 200);
+    }
+    assert.deepEqual((await stored(own.id)).map((m) => m.status), ['duplicate', 'duplicate', 'accepted']);
+  });
+
+  it('creates a delivery job per enabled destination, following integrations', async () => {
+    const own = await sy.createSource('routing');
+    await sy.store.putDestination({ sourceId: own.id, kind: 'webhooks', enabled: true, settings: {}, updatedAt: Date.now() });
+    // The in-memory directory reloads on the store's config notification.
+    await eventually(async () => {
+      await sy.send('/v1/track', own.writeKey, { userId: 'probe', event: 'E' });
+      return (await sy.store.listDeliveries({ sourceId: own.id, limit: 1 })).length > 0 ? true : undefined;
+    });
+    const cases: Array<[string, object | undefined, boolean]> = [
+      ['none', undefined, true],
+      ['webhooks-off', { Webhooks: false }, false],
+      ['all-off', { All: false }, false],
+      ['all-off-webhooks-on', { All: false, Webhooks: true }, true],
+      ['lowercase-key-ignored', { webhooks: false }, true],
+    ];
+    for (const [messageId, integrations] of cases) {
+      await sy.send('/v1/track', own.writeKey, { userId: 'u', event: 'E', messageId, integrations });
+    }
+    const deliveries = await sy.store.listDeliveries({ sourceId: own.id, limit: 100 });
+    const routed = new Set(deliveries.map((d) => d.messageId));
+    for (const [messageId, , expected] of cases) assert.equal(routed.has(messageId), expected, messageId);
+  });
+
+  it('stores calls to a disabled source as rejected', async () => {
+    const own = await sy.createSource('disabled');
+    assert.equal((await sy.admin('PATCH', `/sources/${own.id}`, { enabled: false })).status, 200);
+    assert.equal((await sy.send('/v1/track', own.writeKey, { userId: 'u', event: 'E' })).status, 200);
+    const [message] = await stored(own.id);
+    assert.deepEqual([message?.status, message?.reason], ['rejected', 'the source is disabled']);
+  });
+
+  it('exposes health, readiness and metrics', async () => {
+    assert.equal((await fetch(`${sy.url}/healthz`)).status, 200);
+    assert.deepEqual(await (await fetch(`${sy.url}/readyz`)).json(), { status: 'ready' });
+    const metrics = await (await fetch(`${sy.url}/metrics`)).text();
+    assert.match(metrics, /switchyard_ingest_messages_total\{status="accepted"\} \d+/);
+    assert.match(metrics, /switchyard_group_commit_entries_bucket/);
+  });
+});

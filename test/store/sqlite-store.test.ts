@@ -1,0 +1,18 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { describeStoreContract } from './store-contract.js';
+
+describeStoreContract('sqlite', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-store-'));
+  const store = SqliteStore.open({ dataDir: dir, durability: 'process' });
+  await store.migrate();
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+});
