@@ -81,7 +81,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     // Fastify skips the parser for a declared empty body.
     if (request.body === undefined || request.body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
     const { value: body, bytes } = request.body as ParsedBody;
-    const writeKey = writeKeyFromAuthorization(request.headers.authorization) ?? (typeof body['writeKey'] === 'string' ? body['writeKey'] : undefined);
+    const writeKey = writeKeyFromAuthorization(request.headers.authorization) ?? writeKeyFromBody(body);
     const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
     if (source === undefined) {
       throw new ApiError('invalid_write_key', writeKey === undefined ? 'no write key: send it as Basic auth or as "writeKey" in the body' : 'unknown write key');
@@ -134,6 +134,20 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     }
     void reply.code(api.statusCode).send({ success: false, code: api.code, message: api.message });
   });
+}
+
+/**
+ * The write key in a body: at its top level or, since analytics.js puts it
+ * in each event it batches, in one of the first batch elements.
+ */
+function writeKeyFromBody(body: JsonObject): string | undefined {
+  if (typeof body['writeKey'] === 'string') return body['writeKey'];
+  const batch = body['batch'];
+  if (!Array.isArray(batch)) return undefined;
+  for (const element of batch.slice(0, 10)) {
+    if (isJsonObject(element) && typeof element['writeKey'] === 'string') return element['writeKey'];
+  }
+  return undefined;
 }
 
 /** How long the unread rest of a refused body is read and dropped before the connection is cut. */
