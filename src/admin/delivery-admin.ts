@@ -1,0 +1,138 @@
+import { ApiError } from '../errors.js';
+import type { AttemptRecord, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
+import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
+
+/** A delivery as the admin API and the CLI show it; times are ISO-8601. */
+export interface DeliveryView {
+  readonly id: number;
+  readonly sourceId: string;
+  readonly destination: string;
+  readonly messageSeq: number;
+  readonly messageId?: string;
+  readonly status: DeliveryStatus;
+  readonly attemptCount: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  /** For a pending delivery: when it is next tried (while a worker holds it, when its lease ends). */
+  readonly nextAttemptAt?: string;
+  readonly firstAttemptAt?: string;
+  readonly lastError?: string;
+}
+
+export interface AttemptView {
+  readonly at: string;
+  readonly url: string;
+  readonly statusCode?: number;
+  readonly error?: string;
+  readonly durationMs: number;
+}
+
+export interface DeliveryDetailView extends DeliveryView {
+  readonly attempts: readonly AttemptView[];
+}
+
+const STATUSES: readonly DeliveryStatus[] = ['pending', 'succeeded', 'failed'];
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 1_000;
+
+/** Reading the delivery queue and requeueing failed deliveries; shared by the admin routes and the CLI. */
+export class DeliveryAdmin {
+  constructor(
+    private readonly store: Store,
+    private readonly now: () => number,
+  ) {}
+
+  /** Newest first; `beforeId` pages on from the last id of the previous page. */
+  async list(query: { sourceId?: unknown; status?: unknown; limit?: unknown; beforeId?: unknown }): Promise<{ deliveries: DeliveryView[] }> {
+    const status = query.status === undefined || query.status === '' ? undefined : query.status;
+    if (status !== undefined && !STATUSES.includes(status as DeliveryStatus)) {
+      throw new ApiError('invalid_request', `status must be one of ${STATUSES.join(', ')}`);
+    }
+    const records = await this.store.listDeliveries({
+      sourceId: optionalString(query.sourceId, 'sourceId'),
+      status: status as DeliveryStatus | undefined,
+      limit: limitParam(query.limit, DEFAULT_LIMIT, MAX_LIMIT),
+      beforeId: query.beforeId === undefined || query.beforeId === '' ? undefined : deliveryId(query.beforeId, 'beforeId'),
+    });
+    return { deliveries: records.map(viewDelivery) };
+  }
+
+  async get(id: unknown): Promise<DeliveryDetailView> {
+    const detail = await this.store.getDelivery(deliveryId(id));
+    if (detail === undefined) throw notFound(id);
+    return viewDetail(detail);
+  }
+
+  /** Puts one failed delivery back in the queue, with a fresh retry window. */
+  async retry(id: unknown): Promise<{ requeued: number }> {
+    const numeric = deliveryId(id);
+    const requeued = await this.store.requeueFailedDeliveries({ id: numeric }, this.now());
+    if (requeued > 0) return { requeued };
+    const delivery = await this.store.getDelivery(numeric);
+    if (delivery === undefined) throw notFound(id);
+    throw new ApiError('delivery_not_failed', `delivery ${numeric} is ${delivery.status}; only failed deliveries can be retried`);
+  }
+
+  /** Puts every failed delivery back (of one source, and/or failed since a time): `{sourceId?, since?}`. */
+  async retryAll(input: unknown): Promise<{ requeued: number }> {
+    const body = input === undefined || input === null ? {} : requireObject(input);
+    rejectUnknownFields(body, ['sourceId', 'since']);
+    const sourceId = optionalString(body['sourceId'], 'sourceId');
+    if (sourceId !== undefined && (await this.store.getSource(sourceId)) === undefined) {
+      throw new ApiError('not_found', `no source with id ${JSON.stringify(sourceId.slice(0, 60))}`);
+    }
+    const since = timeParam(body['since'], 'since');
+    return { requeued: await this.store.requeueFailedDeliveries({ sourceId, since }, this.now()) };
+  }
+}
+
+export function viewDelivery(record: DeliveryRecord): DeliveryView {
+  return {
+    id: record.id,
+    sourceId: record.sourceId,
+    destination: record.destination,
+    messageSeq: record.messageSeq,
+    ...(record.messageId !== undefined && { messageId: record.messageId }),
+    status: record.status,
+    attemptCount: record.attemptCount,
+    createdAt: iso(record.createdAt),
+    updatedAt: iso(record.updatedAt),
+    ...(record.status === 'pending' && record.nextAttemptAt !== undefined && { nextAttemptAt: iso(record.nextAttemptAt) }),
+    ...(record.firstAttemptAt !== undefined && { firstAttemptAt: iso(record.firstAttemptAt) }),
+    ...(record.lastError !== undefined && { lastError: record.lastError }),
+  };
+}
+
+function viewDetail(detail: DeliveryDetail): DeliveryDetailView {
+  return { ...viewDelivery(detail), attempts: detail.attempts.map(viewAttempt) };
+}
+
+function viewAttempt(attempt: AttemptRecord): AttemptView {
+  return {
+    at: iso(attempt.at),
+    url: attempt.url,
+    ...(attempt.statusCode !== undefined && { statusCode: attempt.statusCode }),
+    ...(attempt.error !== undefined && { error: attempt.error }),
+    durationMs: attempt.durationMs,
+  };
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function deliveryId(value: unknown, field = 'id'): number {
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1) throw new ApiError('invalid_request', `${field} must be a delivery id (a positive integer)`);
+  return n;
+}
+
+function optionalString(value: unknown, field: string): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') throw new ApiError('invalid_request', `${field} must be a string`);
+  return value;
+}
+
+function notFound(id: unknown): ApiError {
+  return new ApiError('not_found', `no delivery with id ${JSON.stringify(String(id).slice(0, 30))}`);
+}

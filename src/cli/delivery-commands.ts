@@ -1,0 +1,126 @@
+import { DeliveryAdmin } from '../admin/delivery-admin.js';
+import { WebhookAdmin } from '../admin/webhook-admin.js';
+import { loadConfig } from '../config.js';
+import type { Store } from '../store/store.js';
+import { parseArgs } from './args.js';
+
+/** What the CLI's entry point lends these commands. */
+export interface CliKit {
+  /** Opens the store the flags point at, runs `run`, prints its JSON result, closes the store. */
+  readonly withStore: (flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>) => Promise<void>;
+  /** An error that makes the CLI print its usage and exit with 2. */
+  readonly usageError: (message: string) => Error;
+}
+
+export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
+                                 set the source's Webhooks destination (1-5 receivers; headers go to every receiver)
+  webhooks get SOURCE_ID         show it (secret masked)
+  deliveries list [--source ID] [--status pending|succeeded|failed] [--limit N]
+                                 deliveries, newest first
+  deliveries get ID              one delivery with every attempt
+  deliveries retry ID            put a failed delivery back in the queue
+  deliveries retry-all [--source ID] [--since ISO-TIME]
+                                 put every failed delivery (of a source, failed since a time) back
+`;
+
+/** Flags of these commands rather than of the store's config (`--url` and `--header` may repeat). */
+const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled'];
+const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
+
+/**
+ * `switchyard webhooks …` and `switchyard deliveries …`, on the store
+ * directly, validating exactly as the admin API does (same admin classes,
+ * private-address check included). `argv` is everything after the program.
+ */
+export async function deliveryCommand(argv: readonly string[], kit: CliKit): Promise<void> {
+  const { words, flags, own, repeated } = splitArgs(argv, kit);
+  const [command, action, id] = words;
+  const need = (value: string | undefined, what: string): string => {
+    if (value === undefined) throw kit.usageError(`missing ${what}`);
+    return value;
+  };
+  const ownString = (name: string): string | undefined => {
+    const value = own[name];
+    if (value === true) throw kit.usageError(`--${name} needs a value`);
+    return value;
+  };
+
+  if (command === 'webhooks') {
+    const admin = (store: Store): WebhookAdmin =>
+      new WebhookAdmin(store, Date.now, { allowPrivateReceivers: loadConfig(flags).allowPrivateReceivers });
+    switch (action) {
+      case 'set': {
+        const sourceId = need(id, 'SOURCE_ID');
+        if (repeated.url.length === 0) throw kit.usageError('webhooks set needs at least one --url');
+        const headers = Object.fromEntries(repeated.header.map((h) => splitHeader(h, kit)));
+        const secret = ownString('secret');
+        const body = {
+          enabled: own['disabled'] !== true,
+          settings: { webhooks: repeated.url.map((url) => ({ url, headers })), ...(secret !== undefined && { sharedSecret: secret }) },
+        };
+        return kit.withStore(flags, (store) => admin(store).put(sourceId, body));
+      }
+      case 'get':
+        return kit.withStore(flags, (store) => admin(store).get(need(id, 'SOURCE_ID')));
+      default:
+        throw kit.usageError(`unknown webhooks command ${JSON.stringify(action ?? '')}`);
+    }
+  }
+
+  const admin = (store: Store): DeliveryAdmin => new DeliveryAdmin(store, Date.now);
+  switch (action) {
+    case 'list':
+      return kit.withStore(flags, (store) =>
+        admin(store).list({ sourceId: ownString('source'), status: ownString('status'), limit: ownString('limit') }),
+      );
+    case 'get':
+      return kit.withStore(flags, (store) => admin(store).get(need(id, 'ID')));
+    case 'retry':
+      return kit.withStore(flags, (store) => admin(store).retry(need(id, 'ID')));
+    case 'retry-all':
+      return kit.withStore(flags, (store) => admin(store).retryAll({ sourceId: ownString('source'), since: ownString('since') }));
+    default:
+      throw kit.usageError(`unknown deliveries command ${JSON.stringify(action ?? '')}`);
+  }
+}
+
+interface SplitArgs {
+  readonly words: string[];
+  /** Flags for the config (where the store is). */
+  readonly flags: Record<string, string | true>;
+  readonly own: Record<string, string | true | undefined>;
+  readonly repeated: { readonly url: string[]; readonly header: string[] };
+}
+
+function splitArgs(argv: readonly string[], kit: CliKit): SplitArgs {
+  const repeated: SplitArgs['repeated'] = { url: [], header: [] };
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    const match = /^--(url|header)(?:=([\s\S]*))?$/.exec(arg);
+    if (match === null) {
+      rest.push(arg);
+      continue;
+    }
+    const value = match[2] ?? argv[++i];
+    if (value === undefined) throw kit.usageError(`--${match[1]} needs a value`);
+    repeated[match[1] as 'url' | 'header'].push(value);
+  }
+  const { words, flags } = parseArgs(rest, BOOLEAN_FLAGS);
+  const own: Record<string, string | true | undefined> = {};
+  for (const name of OWN_FLAGS) {
+    own[name] = flags[name];
+    delete flags[name];
+  }
+  return { words, flags, own, repeated };
+}
+
+function splitHeader(text: string, kit: CliKit): [string, string] {
+  const eq = text.indexOf('=');
+  if (eq <= 0) throw kit.usageError(`--header takes NAME=VALUE, got ${JSON.stringify(text.slice(0, 60))}`);
+  return [text.slice(0, eq), text.slice(eq + 1)];
+}

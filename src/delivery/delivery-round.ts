@@ -1,0 +1,124 @@
+import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
+import type { RetryPolicy } from '../domain/retry-policy.js';
+import { webhookBody } from '../domain/webhook-payload.js';
+import { type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
+import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
+import type { CircuitBreaker } from './circuit-breaker.js';
+import type { OriginSlots } from './origin-slots.js';
+import { signBody } from './signer.js';
+import type { PostResult, WebhookSender } from './webhook-sender.js';
+
+export interface RoundContext {
+  readonly owner: string;
+  readonly userAgent: string;
+  readonly policy: RetryPolicy;
+  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  readonly sender: WebhookSender;
+  readonly breaker: CircuitBreaker;
+  readonly slots: OriginSlots;
+  readonly now: () => number;
+  readonly random: () => number;
+  /** Aborted when the worker stops; POSTs cut short by it are not recorded. */
+  readonly stop: AbortSignal;
+  /** Called for every POST that is recorded. */
+  readonly onPost: (result: PostResult) => void;
+}
+
+/**
+ * One round of one claimed delivery: maps and signs the payload, POSTs it in
+ * parallel to the receivers it still needs (each through its origin's
+ * circuit breaker and in-flight limit), and turns the answers into the
+ * outcome to record. Resolves, never rejects.
+ */
+export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise<DeliveryOutcome> {
+  const startedAt = ctx.now();
+  const prepared = prepare(job, ctx.destination(job.sourceId));
+  if (typeof prepared === 'string') {
+    // Nothing can be sent: final, and requeueable by hand once fixed.
+    return { kind: 'failed', id: job.id, owner: ctx.owner, at: startedAt, firstAttemptAt: job.firstAttemptAt ?? startedAt, attempts: [], lastError: prepared };
+  }
+
+  const headers: Record<string, string> = { 'user-agent': ctx.userAgent, 'content-type': 'application/json' };
+  if (prepared.sharedSecret !== undefined) headers['x-signature'] = signBody(prepared.body, prepared.sharedSecret);
+
+  const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(receiver, prepared.body, headers, ctx)));
+  const now = ctx.now();
+  const held: HeldReceiver[] = [];
+  const sent: PostResult[] = [];
+  for (const outcome of outcomes) {
+    if ('reason' in outcome) held.push(outcome);
+    // Cut short by a stop: try it again at once, on the next start.
+    else if (outcome.aborted) held.push({ url: outcome.url, reason: 'busy', until: now });
+    else {
+      sent.push(outcome);
+      ctx.onPost(outcome);
+    }
+  }
+  const decision = decideDelivery(
+    { now, startedAt, firstAttemptAt: job.firstAttemptAt, previousRounds: job.attemptCount, sent, held },
+    ctx.policy,
+    ctx.random,
+  );
+  const common = { id: job.id, owner: ctx.owner, at: now };
+  if (decision.kind === 'deferred') return { ...common, kind: 'deferred', nextAttemptAt: decision.nextAttemptAt };
+  const recorded = {
+    ...common,
+    firstAttemptAt: job.firstAttemptAt ?? (sent.length > 0 ? startedAt : now),
+    attempts: sent.map((r) => ({ at: r.at, url: r.url, statusCode: r.statusCode, error: r.error, durationMs: r.durationMs })),
+  };
+  switch (decision.kind) {
+    case 'succeeded':
+      return { ...recorded, kind: 'succeeded' };
+    case 'failed':
+      return { ...recorded, kind: 'failed', lastError: decision.lastError };
+    case 'retry':
+      return { ...recorded, kind: 'retry', nextAttemptAt: decision.nextAttemptAt, retryUrls: decision.retryUrls, lastError: decision.lastError };
+  }
+}
+
+/** POSTs to one receiver through its origin's circuit breaker and in-flight limit; held when either says not now. */
+async function sendTo(receiver: WebhookReceiver, body: string, headers: Record<string, string>, ctx: RoundContext): Promise<PostResult | HeldReceiver> {
+  const origin = new URL(receiver.url).origin;
+  const admittedAt = ctx.now();
+  const admission = ctx.breaker.admit(origin, admittedAt);
+  if (admission.kind === 'hold') {
+    // Spread the held deliveries so they do not all come back at the same instant.
+    const spread = Math.round((admission.until - admittedAt) * 0.5 * ctx.random());
+    return { url: receiver.url, reason: 'circuit-open', until: admission.until + spread };
+  }
+  if (!(await ctx.slots.acquire(origin, ctx.stop))) {
+    const now = ctx.now();
+    if (admission.probe) ctx.breaker.abandonProbe(origin, now);
+    return { url: receiver.url, reason: 'busy', until: ctx.stop.aborted ? now : ctx.slots.holdUntil(origin, now, ctx.random) };
+  }
+  const result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers }, body, ctx.stop);
+  ctx.slots.release(origin, result.health === 'neutral' || result.aborted ? undefined : result.durationMs);
+  if (result.aborted) {
+    if (admission.probe) ctx.breaker.abandonProbe(origin, ctx.now());
+  } else {
+    ctx.breaker.record(origin, result.health, admission.probe, ctx.now());
+  }
+  return result;
+}
+
+interface Prepared {
+  readonly targets: readonly WebhookReceiver[];
+  readonly body: string;
+  readonly sharedSecret: string | undefined;
+}
+
+/** What to send and where, or why nothing can be sent. */
+function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefined): Prepared | string {
+  // A job outlives a change of settings: the destination is read as it is now.
+  if (destination === undefined) return 'the source has no Webhooks destination any more';
+  if (!destination.enabled) return 'the source\'s Webhooks destination is disabled; retry the delivery after enabling it';
+  const settings = parseWebhookSettings(destination.settings);
+  if (!settings.ok) return `the Webhooks settings are invalid: ${settings.problem}`;
+  const body = webhookBody(job.body);
+  if (body === undefined) return 'the stored message is no longer readable (deleted or pruned)';
+  const receivers = settings.settings.webhooks;
+  // Retry only the receivers still owed the message; if settings changed so
+  // that none of them is configured any more, the current receivers get it.
+  const owed = job.retryUrls === undefined ? receivers : receivers.filter((r) => job.retryUrls!.includes(r.url));
+  return { targets: owed.length > 0 ? owed : receivers, body, sharedSecret: settings.settings.sharedSecret };
+}

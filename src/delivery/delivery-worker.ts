@@ -1,0 +1,280 @@
+import { hostname } from 'node:os';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Metrics } from '../http/metrics.js';
+import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome, Store } from '../store/store.js';
+import { randomToken } from '../util/crypto.js';
+import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
+import { type RoundContext, runRound } from './delivery-round.js';
+import { OriginSlots, type OriginSlotsOptions } from './origin-slots.js';
+import { OutcomeBatcher } from './outcome-batcher.js';
+import { WebhookSender } from './webhook-sender.js';
+
+export type DeliverySettings = Pick<
+  Config,
+  'deliveryTimeoutMs' | 'retryWindowMs' | 'retryBaseMs' | 'retryMaxDelayMs' | 'userAgent' | 'allowPrivateReceivers'
+>;
+
+/** How hard the worker works; defaults in {@link defaultWorkerLimits}. */
+export interface WorkerLimits {
+  /** Deliveries in flight at once. */
+  readonly maxInFlight: number;
+  /** Requests one origin may have in flight. */
+  readonly perOrigin: number;
+  /** How long a request waits in memory for a slot of its origin before its delivery is deferred. */
+  readonly slotWaitMs: number;
+  /** How long a claim holds a delivery; must outlast one round. */
+  readonly leaseMs: number;
+  /** Longest sleep between looks at the queue (changes by the CLI or other nodes show within it). */
+  readonly maxIdleMs: number;
+  /** How long `stop` waits for POSTs in flight before cutting them off. */
+  readonly stopWaitMs: number;
+  readonly breaker: CircuitBreakerOptions;
+}
+
+export interface DeliveryWorkerOptions {
+  readonly store: Store;
+  /** The current Webhooks destination of a source (the SourceDirectory's view). */
+  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  readonly settings: DeliverySettings;
+  readonly logger: Logger;
+  readonly metrics?: Metrics | undefined;
+  readonly limits?: Partial<WorkerLimits> | undefined;
+  readonly now?: () => number;
+  readonly random?: () => number;
+}
+
+/**
+ * Lease: a round lasts at most the wait for an origin slot (1 s) plus the
+ * delivery timeout (the POSTs run in parallel, each bounded from start to
+ * end), plus a few milliseconds to record it; 30 s on top covers the slot
+ * wait, pauses and a slow disk. A crashed worker's
+ * jobs fall due when it expires, or at once on a single-node restart (see
+ * `Store.releaseLeases`).
+ *
+ * Breaker: 5 retriable failures in a row open a receiver's circuit for 5 s,
+ * doubling after each failed probe up to 1 min. Never longer than the retry
+ * delay cap, though: the breaker exists to spare receivers, not to hold
+ * messages back longer than the retry policy itself would.
+ */
+export function defaultWorkerLimits(settings: DeliverySettings): WorkerLimits {
+  return {
+    maxInFlight: 256,
+    perOrigin: 64,
+    slotWaitMs: 1_000,
+    leaseMs: settings.deliveryTimeoutMs + 30_000,
+    maxIdleMs: 1_000,
+    stopWaitMs: Math.min(settings.deliveryTimeoutMs + 500, 10_000),
+    breaker: {
+      failureThreshold: 5,
+      openMs: Math.min(5_000, settings.retryMaxDelayMs),
+      maxOpenMs: Math.min(60_000, settings.retryMaxDelayMs),
+      probeHoldMs: 1_000,
+      probeTimeoutMs: settings.deliveryTimeoutMs + 5_000,
+    },
+  };
+}
+
+const OUTCOME_BATCH = 128;
+const OUTCOME_DELAY_MS = 5;
+/** Share of the in-flight limit that must be free before a full worker claims again, so claims come in batches. */
+const CLAIM_BATCH_SHARE = 0.25;
+/** How long `stop` waits for rounds after cutting off their POSTs. */
+const STOP_GRACE_MS = 2_000;
+
+/**
+ * The delivery loop: claims due deliveries with a lease, runs their rounds
+ * concurrently (bounded), and records outcomes in batches. Wakes on the
+ * store's `deliveries` events, on its own retries falling due, and otherwise
+ * at least every `maxIdleMs`.
+ */
+export class DeliveryWorker {
+  readonly owner = `${hostname()}:${process.pid}:${randomToken(6)}`;
+  private readonly limits: WorkerLimits;
+  private readonly claimAtLeast: number;
+  private readonly now: () => number;
+  private readonly sender: WebhookSender;
+  private readonly batcher: OutcomeBatcher;
+  private readonly round: RoundContext;
+  private readonly stopController = new AbortController();
+  private running = false;
+  private inFlight = 0;
+  private pokeRequested = false;
+  /** The earliest retry recorded since the loop last read the queue, for when it goes to sleep. */
+  private dueHint = Infinity;
+  /** The loop's current sleep; `forSlots` when it waits for rounds to finish rather than for work to fall due. */
+  private sleeping: { until: number; timer: NodeJS.Timeout; wake: () => void; forSlots: boolean } | undefined;
+  private loopDone: Promise<void> | undefined;
+  private idle: (() => void) | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly options: DeliveryWorkerOptions) {
+    const { settings } = options;
+    const defaults = defaultWorkerLimits(settings);
+    this.limits = { ...defaults, ...options.limits, breaker: { ...defaults.breaker, ...options.limits?.breaker } };
+    this.claimAtLeast = Math.max(1, Math.floor(this.limits.maxInFlight * CLAIM_BATCH_SHARE));
+    this.now = options.now ?? Date.now;
+    this.sender = new WebhookSender({
+      timeoutMs: settings.deliveryTimeoutMs,
+      allowPrivateReceivers: settings.allowPrivateReceivers,
+      connectionsPerOrigin: this.limits.perOrigin,
+      now: this.now,
+    });
+    // Within one delivery timeout every slot of an origin turns over, so a
+    // held delivery need never wait longer than that to find one free.
+    const maxHoldMs = Math.min(Math.max(settings.deliveryTimeoutMs, 1_000), 30_000);
+    const slotOptions: OriginSlotsOptions = { perOrigin: this.limits.perOrigin, waitMs: this.limits.slotWaitMs, maxHoldMs };
+    this.batcher = new OutcomeBatcher(options.store, {
+      maxBatch: OUTCOME_BATCH,
+      maxDelayMs: OUTCOME_DELAY_MS,
+      onFlushed: (outcomes) => this.noteDue(outcomes),
+      onError: (error) => options.logger.error({ err: error }, 'recording delivery outcomes failed'),
+    });
+    this.round = {
+      owner: this.owner,
+      userAgent: settings.userAgent,
+      policy: { baseMs: settings.retryBaseMs, maxDelayMs: settings.retryMaxDelayMs, windowMs: settings.retryWindowMs },
+      destination: (sourceId) => options.destination(sourceId),
+      sender: this.sender,
+      breaker: new CircuitBreaker(this.limits.breaker),
+      slots: new OriginSlots(slotOptions),
+      now: this.now,
+      random: options.random ?? Math.random,
+      stop: this.stopController.signal,
+      onPost: (result) => options.metrics?.deliveryAttempts.inc({ outcome: result.metric }),
+    };
+  }
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    const released = (await this.options.store.releaseLeases?.(this.owner, this.now())) ?? 0;
+    if (released > 0) this.options.logger.info({ released }, 'resuming deliveries a previous run had in flight');
+    this.unsubscribe = this.options.store.subscribe((topic) => {
+      if (topic === 'deliveries') this.poke();
+    });
+    this.running = true;
+    this.loopDone = this.loop();
+  }
+
+  /**
+   * Stops claiming, waits up to `stopWaitMs` for rounds in flight, cuts off
+   * the rest (they are deferred to "now" and resume on the next start), and
+   * records every outcome before resolving.
+   */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.unsubscribe?.();
+    this.poke();
+    await this.loopDone;
+    if (this.inFlight > 0) {
+      const drained = new Promise<void>((resolve) => (this.idle = resolve));
+      let giveUp: NodeJS.Timeout | undefined;
+      const cutOff = setTimeout(() => {
+        this.stopController.abort();
+        // Cut-off POSTs end at once; the bound is only against a round that never does.
+        giveUp = setTimeout(() => this.idle?.(), STOP_GRACE_MS);
+      }, this.limits.stopWaitMs);
+      await drained;
+      clearTimeout(cutOff);
+      clearTimeout(giveUp);
+    }
+    await this.batcher.flush();
+    await this.sender.destroy();
+  }
+
+  private async loop(): Promise<void> {
+    while (this.running) {
+      this.pokeRequested = false;
+      this.dueHint = Infinity;
+      const free = this.limits.maxInFlight - this.inFlight;
+      let full = free <= 0;
+      if (!full) {
+        try {
+          const jobs = await this.options.store.claimDeliveries({ owner: this.owner, limit: free, leaseMs: this.limits.leaseMs, now: this.now() });
+          for (const job of jobs) this.launch(job);
+          full = jobs.length === free;
+        } catch (error) {
+          this.options.logger.error({ err: error }, 'claiming deliveries failed');
+          await this.sleepUntil(this.now() + this.limits.maxIdleMs);
+          continue;
+        }
+      }
+      if (!this.running) break;
+      if (full) {
+        // More may be due: claim again once enough slots are free for a batch (launch's completions poke).
+        if (this.limits.maxInFlight - this.inFlight >= this.claimAtLeast) {
+          await nextTurn(); // let ingest and answers in between claims
+          continue;
+        }
+        await this.sleepUntil(this.now() + this.limits.maxIdleMs, true);
+        continue;
+      }
+      let until = this.now() + this.limits.maxIdleMs;
+      try {
+        const due = await this.options.store.nextDeliveryDueAt();
+        if (due !== undefined) until = Math.min(until, Math.max(due, this.now() + 1));
+      } catch (error) {
+        this.options.logger.error({ err: error }, 'reading the delivery queue failed');
+      }
+      await this.sleepUntil(Math.min(until, Math.max(this.dueHint, this.now() + 1)));
+    }
+  }
+
+  private launch(job: ClaimedDelivery): void {
+    this.inFlight++;
+    runRound(job, this.round)
+      .then((outcome) => this.finish(job, outcome))
+      .catch((error: unknown) => this.options.logger.error({ err: error, delivery: job.id }, 'delivery round failed'))
+      .finally(() => {
+        this.inFlight--;
+        const free = this.limits.maxInFlight - this.inFlight;
+        if (this.sleeping?.forSlots === true && free >= this.claimAtLeast) this.poke();
+        if (this.inFlight === 0) this.idle?.();
+      });
+  }
+
+  private finish(job: ClaimedDelivery, outcome: DeliveryOutcome): void {
+    this.batcher.add(outcome);
+    const metrics = this.options.metrics;
+    if (metrics === undefined) return;
+    if (outcome.kind === 'succeeded' || outcome.kind === 'failed') metrics.deliveriesFinished.inc({ status: outcome.kind });
+    if (outcome.kind === 'succeeded') metrics.deliveryLagSeconds.observe(Math.max(0, outcome.at - job.createdAt) / 1000);
+  }
+
+  /** Once outcomes are recorded, their retries may fall due before the loop would look again. */
+  private noteDue(outcomes: readonly DeliveryOutcome[]): void {
+    let earliest = Infinity;
+    for (const outcome of outcomes) {
+      if (outcome.kind === 'retry' || outcome.kind === 'deferred') earliest = Math.min(earliest, outcome.nextAttemptAt);
+    }
+    const sleeping = this.sleeping;
+    if (sleeping === undefined) {
+      this.dueHint = Math.min(this.dueHint, earliest);
+      return;
+    }
+    if (earliest >= sleeping.until) return;
+    clearTimeout(sleeping.timer);
+    sleeping.until = earliest;
+    sleeping.timer = setTimeout(sleeping.wake, Math.max(0, earliest - this.now()));
+  }
+
+  private poke(): void {
+    this.pokeRequested = true;
+    this.sleeping?.wake();
+  }
+
+  private sleepUntil(until: number, forSlots = false): Promise<void> {
+    if (this.pokeRequested || !this.running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        if (this.sleeping === undefined) return;
+        clearTimeout(this.sleeping.timer);
+        this.sleeping = undefined;
+        resolve();
+      };
+      this.sleeping = { until, timer: setTimeout(wake, Math.max(0, until - this.now())), wake, forSlots };
+    });
+  }
+}

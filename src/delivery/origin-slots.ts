@@ -1,0 +1,109 @@
+/**
+ * Per-origin in-flight limits, so one slow receiver cannot take every
+ * delivery slot and delay other receivers and sources.
+ *
+ * An origin has `perOrigin` slots. A request that finds them all taken
+ * waits in memory, first come first served, for at most `waitMs`; a healthy
+ * receiver frees slots long before that, so a backlog to it drains at full
+ * speed. A request still waiting after `waitMs` gives up (the worker defers
+ * its delivery in the store), which hands the worker's delivery slots back
+ * to other receivers and sources within `waitMs` however slow this origin
+ * is, and bounds how often such deliveries are re-read from the store. The
+ * deferral grows with the origin's slowness and with how many requests were
+ * turned away, so a large backlog is spread out in time.
+ */
+export interface OriginSlotsOptions {
+  readonly perOrigin: number;
+  /** Longest wait for a slot. */
+  readonly waitMs: number;
+  /** Upper bound of one deferral ({@link OriginSlots.holdUntil}). */
+  readonly maxHoldMs: number;
+}
+
+interface Waiter {
+  readonly grant: (granted: boolean) => void;
+}
+
+interface OriginLoad {
+  active: number;
+  readonly waiting: Waiter[];
+  /** Moving average of answer times, once there is one. */
+  latencyMs: number | undefined;
+  /** Requests turned away since the origin last had a free slot. */
+  turnedAway: number;
+}
+
+const LATENCY_WEIGHT = 0.2;
+const MIN_HOLD_MS = 100;
+
+export class OriginSlots {
+  private readonly origins = new Map<string, OriginLoad>();
+
+  constructor(private readonly options: OriginSlotsOptions) {}
+
+  /**
+   * Takes a slot of `origin`, waiting for one if need be. Resolves false
+   * when none came free within `waitMs`, or when `stop` aborts.
+   */
+  acquire(origin: string, stop: AbortSignal): Promise<boolean> {
+    let load = this.origins.get(origin);
+    if (load === undefined) this.origins.set(origin, (load = { active: 0, waiting: [], latencyMs: undefined, turnedAway: 0 }));
+    if (load.active < this.options.perOrigin) {
+      load.active++;
+      load.turnedAway = 0;
+      return Promise.resolve(true);
+    }
+    if (stop.aborted) return Promise.resolve(false);
+    const origins = this.origins;
+    const queue = load.waiting;
+    return new Promise<boolean>((resolve) => {
+      const waiter: Waiter = {
+        grant(granted) {
+          clearTimeout(timer);
+          stop.removeEventListener('abort', giveUp);
+          resolve(granted);
+        },
+      };
+      const giveUp = (): void => {
+        const index = queue.indexOf(waiter);
+        if (index === -1) return;
+        queue.splice(index, 1);
+        const current = origins.get(origin);
+        if (current !== undefined) current.turnedAway++;
+        waiter.grant(false);
+      };
+      const timer = setTimeout(giveUp, this.options.waitMs);
+      stop.addEventListener('abort', giveUp);
+      queue.push(waiter);
+    });
+  }
+
+  /** Gives a slot back (to the longest waiter, if any); `latencyMs` when the request got an answer or timed out. */
+  release(origin: string, latencyMs: number | undefined): void {
+    const load = this.origins.get(origin);
+    if (load === undefined) return;
+    if (latencyMs !== undefined) {
+      load.latencyMs = load.latencyMs === undefined ? latencyMs : load.latencyMs + LATENCY_WEIGHT * (latencyMs - load.latencyMs);
+    }
+    const next = load.waiting.shift();
+    if (next !== undefined) {
+      next.grant(true); // the slot passes on; `active` stays
+      return;
+    }
+    load.active--;
+    // Idle origins are forgotten, keeping the map as small as the set of busy receivers.
+    if (load.active === 0) this.origins.delete(origin);
+  }
+
+  /** Until when a delivery turned away from `origin` should wait; `random` in [0, 1) spreads the waits. */
+  holdUntil(origin: string, now: number, random: () => number): number {
+    const load = this.origins.get(origin);
+    const pace = Math.max(MIN_HOLD_MS, load?.latencyMs ?? this.options.waitMs);
+    const crowd = 1 + (load?.turnedAway ?? 0) / this.options.perOrigin;
+    return now + Math.round(Math.min(this.options.maxHoldMs, pace * crowd * (0.75 + random() / 2)));
+  }
+
+  inFlight(origin: string): number {
+    return this.origins.get(origin)?.active ?? 0;
+  }
+}

@@ -1,0 +1,147 @@
+import { isJsonObject } from './message.js';
+
+/**
+ * Settings of a source's Webhooks destination, as stored and as the admin API
+ * takes them: `{webhooks: [{url, headers}], sharedSecret?}`. The address
+ * check (private receivers) needs DNS and lives with the delivery guard.
+ */
+export interface WebhookSettings {
+  readonly webhooks: readonly WebhookReceiver[];
+  /** HMAC-SHA1 key of the `X-Signature` header; absent means unsigned. */
+  readonly sharedSecret?: string | undefined;
+}
+
+export interface WebhookReceiver {
+  /** Normalized (`URL.href`); also the receiver's identity in a delivery's retry list. */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export const MAX_RECEIVERS = 5;
+const MAX_URL_LENGTH = 2_048;
+const MAX_HEADERS = 20;
+const MAX_HEADER_VALUE_LENGTH = 4_096;
+const MAX_SECRET_LENGTH = 1_024;
+
+/** RFC 9110 token: the characters a header name may use. */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$/;
+/** Visible ASCII, space, tab and obs-text; no CR, LF or NUL (header injection). */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * Headers a receiver's static headers may not set: the ones the sender owns
+ * (the body's framing and type, the signature, the User-Agent) and hop-by-hop
+ * ones that would change the connection rather than describe the message.
+ */
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'upgrade',
+  'te',
+  'trailer',
+  'expect',
+  'user-agent',
+  'x-signature',
+]);
+
+export type SettingsCheck =
+  | { readonly ok: true; readonly settings: WebhookSettings }
+  | { readonly ok: false; readonly problem: string };
+
+/** Validates untrusted settings; the problem names the field that is wrong. */
+export function parseWebhookSettings(input: unknown): SettingsCheck {
+  if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');
+  for (const key of Object.keys(input)) {
+    if (key !== 'webhooks' && key !== 'sharedSecret') {
+      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret`);
+    }
+  }
+  const list = input['webhooks'];
+  if (!Array.isArray(list) || list.length === 0 || list.length > MAX_RECEIVERS) {
+    const got = Array.isArray(list) ? `got ${list.length}` : 'got none';
+    return problem(`settings.webhooks must list 1 to ${MAX_RECEIVERS} receivers (${got})`);
+  }
+  const webhooks: WebhookReceiver[] = [];
+  for (const [index, entry] of list.entries()) {
+    const receiver = parseReceiver(entry, `settings.webhooks[${index}]`);
+    if (typeof receiver === 'string') return problem(receiver);
+    if (webhooks.some((w) => w.url === receiver.url)) return problem(`settings.webhooks[${index}].url repeats ${receiver.url}`);
+    webhooks.push(receiver);
+  }
+  const secret = input['sharedSecret'];
+  if (secret !== undefined && secret !== null && typeof secret !== 'string') {
+    return problem('settings.sharedSecret must be a string');
+  }
+  if (typeof secret === 'string' && secret.length > MAX_SECRET_LENGTH) {
+    return problem(`settings.sharedSecret must be at most ${MAX_SECRET_LENGTH} characters`);
+  }
+  // An empty secret means "unsigned", as in Segment's settings form.
+  const sharedSecret = typeof secret === 'string' && secret !== '' ? secret : undefined;
+  return { ok: true, settings: sharedSecret === undefined ? { webhooks } : { webhooks, sharedSecret } };
+}
+
+function parseReceiver(entry: unknown, at: string): WebhookReceiver | string {
+  if (!isJsonObject(entry)) return `${at} must be an object with a "url"`;
+  for (const key of Object.keys(entry)) {
+    if (key !== 'url' && key !== 'headers') return `${at} has an unknown field "${key.slice(0, 60)}"; allowed: url, headers`;
+  }
+  const url = parseReceiverUrl(entry['url'], `${at}.url`);
+  if (typeof url !== 'object') return url;
+  const headers = parseHeaders(entry['headers'], `${at}.headers`);
+  if (typeof headers === 'string') return headers;
+  return { url: url.href, headers };
+}
+
+function parseReceiverUrl(value: unknown, at: string): URL | string {
+  if (typeof value !== 'string' || value === '') return `${at} must be a full http:// or https:// URL`;
+  if (value.length > MAX_URL_LENGTH) return `${at} is longer than ${MAX_URL_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `${at} is not a valid URL: ${JSON.stringify(value.slice(0, 100))}`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return `${at} must use http or https, not ${url.protocol.slice(0, -1).slice(0, 20)}`;
+  }
+  if (url.username !== '' || url.password !== '') {
+    return `${at} must not carry credentials; send them as a static header (e.g. Authorization)`;
+  }
+  if (url.hostname === '') return `${at} has no host`;
+  if (url.hash !== '') return `${at} must not have a #fragment (receivers never see it)`;
+  return url;
+}
+
+function parseHeaders(value: unknown, at: string): Record<string, string> | string {
+  if (value === undefined || value === null) return {};
+  if (!isJsonObject(value)) return `${at} must be an object of header names to string values`;
+  const entries = Object.entries(value);
+  if (entries.length > MAX_HEADERS) return `${at} has more than ${MAX_HEADERS} headers`;
+  const headers: Record<string, string> = {};
+  const seen = new Set<string>();
+  for (const [name, headerValue] of entries) {
+    const shown = JSON.stringify(name.slice(0, 60));
+    // "__proto__" is a valid token, but as a key of a plain object it would be lost.
+    if (!HEADER_NAME.test(name) || name === '__proto__') return `${at}: ${shown} is not a valid HTTP header name`;
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower)) return `${at}: ${shown} is set by Switchyard and cannot be a static header`;
+    if (seen.has(lower)) return `${at}: ${shown} is given twice`;
+    seen.add(lower);
+    if (typeof headerValue !== 'string') return `${at}.${name} must be a string`;
+    if (headerValue.length > MAX_HEADER_VALUE_LENGTH) return `${at}.${name} is longer than ${MAX_HEADER_VALUE_LENGTH} characters`;
+    if (!HEADER_VALUE.test(headerValue)) return `${at}.${name} holds characters a header value cannot (control characters or line breaks)`;
+    headers[name] = headerValue;
+  }
+  return headers;
+}
+
+function problem(text: string): SettingsCheck {
+  return { ok: false, problem: text };
+}

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+import { FAST_RETRIES, waitForDelivery } from '../helpers/webhooks.js';
+
+const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
+
+interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly json: any;
+}
+
+/** Runs the CLI as a separate process, as a script would. */
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 20_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+      let json: unknown;
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        json = undefined;
+      }
+      resolve({ code, stdout, stderr, json });
+    });
+  });
+}
+
+describe('CLI: webhooks and deliveries', () => {
+  let sy: TestSwitchyard;
+  let receiver: TestReceiver;
+  let sourceId: string;
+  let writeKey: string;
+  const store = (): string[] => ['--data-dir', sy.dataDir];
+  const allow = { SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true' };
+
+  before(async () => {
+    sy = await startTestSwitchyard(FAST_RETRIES);
+    receiver = await startReceiver();
+    ({ id: sourceId, writeKey } = await sy.createSource('cli'));
+  });
+  after(async () => {
+    await sy?.close();
+    await receiver?.close();
+  });
+
+  it('sets and shows the Webhooks destination, validating like the admin API', async () => {
+    const set = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, '--url=http://127.0.0.1:9/second', '--header', 'X-Key=a=b', '--secret', 'cli-secret', ...store()], allow);
+    assert.equal(set.code, 0, set.stderr);
+    assert.deepEqual(set.json.settings, {
+      webhooks: [{ url: receiver.url, headers: { 'X-Key': 'a=b' } }, { url: 'http://127.0.0.1:9/second', headers: { 'X-Key': 'a=b' } }],
+      sharedSecret: '********',
+    });
+    const got = await cli(['webhooks', 'get', sourceId, ...store()]);
+    assert.equal(got.code, 0, got.stderr);
+    assert.equal(got.json.enabled, true);
+    assert.equal(got.json.settings.webhooks.length, 2);
+
+    const privateRefused = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, ...store()]);
+    assert.equal(privateRefused.code, 1);
+    assert.match(privateRefused.stderr, /127\.0\.0\.1 resolves to 127\.0\.0\.1, a loopback, private/);
+    const tooMany = await cli(['webhooks', 'set', sourceId, ...[1, 2, 3, 4, 5, 6].flatMap((n) => ['--url', `${receiver.url}${n}`]), ...store()], allow);
+    assert.equal(tooMany.code, 1);
+    assert.match(tooMany.stderr, /1 to 5 receivers \(got 6\)/);
+    const ftp = await cli(['webhooks', 'set', sourceId, '--url', 'ftp://example.com/', ...store()], allow);
+    assert.match(ftp.stderr, /http or https/);
+    const badHeader = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, '--header', 'no-equals', ...store()], allow);
+    assert.equal(badHeader.code, 2);
+    const noUrl = await cli(['webhooks', 'set', sourceId, ...store()], allow);
+    assert.equal(noUrl.code, 2);
+    assert.match(noUrl.stderr, /at least one --url/);
+    const unknown = await cli(['webhooks', 'get', 'src_nope', ...store()]);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no source/);
+  });
+
+  it('lists, shows and retries deliveries', async () => {
+    const set = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, ...store()], allow);
+    assert.equal(set.code, 0, set.stderr);
+    receiver.reply = () => ({ status: 404 });
+    // The server sees the CLI's change within its config poll; send until a delivery job appears.
+    const [delivery] = await eventually(async () => {
+      await sy.send('/v1/track', writeKey, { userId: 'u1', event: 'E' });
+      const listed = (await sy.admin('GET', `/deliveries?sourceId=${sourceId}`)).body.deliveries;
+      return listed.length > 0 ? listed : undefined;
+    }, 10_000, 'a delivery job');
+    await waitForDelivery(sy, delivery.id, 'failed');
+
+    const listed = await cli(['deliveries', 'list', '--source', sourceId, '--status', 'failed', ...store()]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.ok(listed.json.deliveries.some((d: any) => d.id === delivery.id));
+    const shown = await cli(['deliveries', 'get', String(delivery.id), ...store()]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.equal(shown.json.attempts[0].statusCode, 404);
+
+    receiver.reply = () => ({ status: 200 });
+    const retried = await cli(['deliveries', 'retry', String(delivery.id), ...store()]);
+    assert.deepEqual(retried.json, { requeued: 1 });
+    await waitForDelivery(sy, delivery.id, 'succeeded');
+
+    const none = await cli(['deliveries', 'retry-all', '--source', sourceId, '--since', new Date().toISOString(), ...store()]);
+    assert.equal(none.code, 0, none.stderr);
+    assert.equal(typeof none.json.requeued, 'number');
+    const badStatus = await cli(['deliveries', 'list', '--status', 'lost', ...store()]);
+    assert.equal(badStatus.code, 1);
+    const notFailed = await cli(['deliveries', 'retry', String(delivery.id), ...store()]);
+    assert.equal(notFailed.code, 1);
+    assert.match(notFailed.stderr, /only failed deliveries/);
+  });
+});
