@@ -1,0 +1,228 @@
+// The delivery queue: claims with leases, outcomes, and the admin views of it.
+import type pg from 'pg';
+import type { DestinationKind } from '../../domain/routing.js';
+import type {
+  AttemptRecord,
+  ClaimRequest,
+  ClaimedDelivery,
+  DeliveryDetail,
+  DeliveryFilter,
+  DeliveryOutcome,
+  DeliveryRecord,
+  DeliveryStatus,
+  RequeueFilter,
+} from '../store.js';
+import { textColumn } from './connection.js';
+
+interface DeliveryRow {
+  id: number;
+  source_id: string;
+  message_seq: number;
+  destination: DestinationKind;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: number | null;
+  first_attempt_at: number | null;
+  retry_urls: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  message_id?: string | null;
+}
+
+interface ClaimRow extends DeliveryRow {
+  body: string | null;
+}
+
+interface AttemptRow {
+  at: number;
+  url: string;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+/**
+ * One statement, so no transaction is needed. SKIP LOCKED passes over rows
+ * another node is leasing right now instead of queueing behind it; a row
+ * leased and committed since this statement's snapshot is re-checked by
+ * PostgreSQL against `next_attempt_at <= now`, which its new lease fails, so
+ * two nodes never lease one delivery at once. Leasing moves next_attempt_at to
+ * the lease's end: see the schema.
+ */
+export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Promise<ClaimedDelivery[]> {
+  const { rows } = await pool.query<ClaimRow>(
+    `WITH due AS (
+       SELECT id FROM deliveries
+       WHERE status = 'pending' AND next_attempt_at <= $1
+       ORDER BY next_attempt_at
+       LIMIT $2
+       FOR UPDATE SKIP LOCKED),
+     leased AS (
+       UPDATE deliveries d SET lease_owner = $3, next_attempt_at = $4, updated_at = $1
+       FROM due WHERE d.id = due.id
+       RETURNING d.*)
+     SELECT leased.*, m.body FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
+     ORDER BY leased.id`,
+    [request.now, request.limit, request.owner, request.now + request.leaseMs],
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    sourceId: row.source_id,
+    destination: row.destination,
+    messageSeq: row.message_seq,
+    body: row.body ?? 'null',
+    attemptCount: row.attempt_count,
+    firstAttemptAt: row.first_attempt_at ?? undefined,
+    retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
+    createdAt: row.created_at,
+  }));
+}
+
+/**
+ * Every outcome and attempt in one statement (so one commit, one round trip):
+ * arrays of outcomes and attempts go in as parameters. An outcome whose owner
+ * no longer holds the lease changes nothing, and its attempts are dropped.
+ */
+export async function finishDeliveries(pool: pg.Pool, outcomes: readonly DeliveryOutcome[]): Promise<void> {
+  if (outcomes.length === 0) return;
+  const o = {
+    id: [] as number[],
+    owner: [] as string[],
+    kind: [] as string[],
+    at: [] as number[],
+    firstAttemptAt: [] as Array<number | null>,
+    nextAttemptAt: [] as Array<number | null>,
+    retryUrls: [] as Array<string | null>,
+    lastError: [] as Array<string | null>,
+  };
+  const a = {
+    deliveryId: [] as number[],
+    at: [] as number[],
+    url: [] as string[],
+    statusCode: [] as Array<number | null>,
+    error: [] as Array<string | null>,
+    durationMs: [] as number[],
+  };
+  // In id order, so that two statements touching the same rows (a worker
+  // whose lease ran out, and its successor) lock them in the same order.
+  for (const outcome of [...outcomes].sort((x, y) => x.id - y.id)) {
+    o.id.push(outcome.id);
+    o.owner.push(outcome.owner);
+    o.kind.push(outcome.kind);
+    o.at.push(outcome.at);
+    o.nextAttemptAt.push(outcome.kind === 'retry' || outcome.kind === 'deferred' ? outcome.nextAttemptAt : null);
+    if (outcome.kind === 'deferred') {
+      o.firstAttemptAt.push(null);
+      o.retryUrls.push(null);
+      o.lastError.push(null);
+      continue;
+    }
+    o.firstAttemptAt.push(outcome.firstAttemptAt);
+    o.retryUrls.push(outcome.kind === 'retry' ? JSON.stringify(outcome.retryUrls) : null);
+    o.lastError.push(textColumn(outcome.lastError));
+    for (const attempt of outcome.attempts) {
+      a.deliveryId.push(outcome.id);
+      a.at.push(attempt.at);
+      a.url.push(textColumn(attempt.url)!);
+      a.statusCode.push(attempt.statusCode ?? null);
+      a.error.push(textColumn(attempt.error));
+      a.durationMs.push(Math.round(attempt.durationMs));
+    }
+  }
+  await pool.query(
+    `WITH o AS (
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
+         AS o(id, owner, kind, at, first_attempt_at, next_attempt_at, retry_urls, last_error)),
+     finished AS (
+       UPDATE deliveries d SET
+         status = CASE o.kind WHEN 'retry' THEN 'pending' ELSE o.kind END,
+         attempt_count = d.attempt_count + 1, first_attempt_at = o.first_attempt_at,
+         next_attempt_at = o.next_attempt_at, retry_urls = o.retry_urls, last_error = o.last_error,
+         lease_owner = NULL, updated_at = o.at
+       FROM o WHERE o.kind <> 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'
+       RETURNING d.id),
+     deferred AS (
+       UPDATE deliveries d SET next_attempt_at = o.next_attempt_at, lease_owner = NULL, updated_at = o.at
+       FROM o WHERE o.kind = 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending')
+     INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms)
+     SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms
+     FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[])
+       WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, ord)
+     WHERE a.delivery_id IN (SELECT id FROM finished)
+     ORDER BY a.ord`,
+    [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
+  );
+}
+
+export async function nextDeliveryDueAt(pool: pg.Pool): Promise<number | undefined> {
+  const { rows } = await pool.query<{ due: number | null }>(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
+  return rows[0]?.due ?? undefined;
+}
+
+export async function listDeliveries(pool: pg.Pool, filter: DeliveryFilter): Promise<DeliveryRecord[]> {
+  const { rows } = await pool.query<DeliveryRow>(
+    `SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+     WHERE ($1::text IS NULL OR d.source_id = $1)
+       AND ($2::text IS NULL OR d.status = $2)
+       AND ($3::bigint IS NULL OR d.id < $3)
+     ORDER BY d.id DESC LIMIT $4`,
+    [filter.sourceId ?? null, filter.status ?? null, filter.beforeId ?? null, filter.limit],
+  );
+  return rows.map(toDeliveryRecord);
+}
+
+export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDetail | undefined> {
+  const { rows } = await pool.query<DeliveryRow>(
+    `SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  const attempts = await pool.query<AttemptRow>(
+    `SELECT at, url, status_code, error, duration_ms FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
+    [id],
+  );
+  return { ...toDeliveryRecord(row), attempts: attempts.rows.map(toAttemptRecord) };
+}
+
+/** Runs in the caller's transaction, which also notifies when this requeued any. */
+export async function requeueFailedDeliveries(client: pg.ClientBase, filter: RequeueFilter, now: number): Promise<number> {
+  const result = await client.query(
+    `UPDATE deliveries SET status = 'pending', next_attempt_at = $1, first_attempt_at = NULL,
+       retry_urls = NULL, lease_owner = NULL, updated_at = $1
+     WHERE status = 'failed'
+       AND ($2::bigint IS NULL OR id = $2)
+       AND ($3::text IS NULL OR source_id = $3)
+       AND ($4::bigint IS NULL OR updated_at >= $4)`,
+    [now, filter.id ?? null, filter.sourceId ?? null, filter.since ?? null],
+  );
+  return result.rowCount ?? 0;
+}
+
+function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
+  return {
+    id: row.id,
+    sourceId: row.source_id,
+    destination: row.destination,
+    messageSeq: row.message_seq,
+    messageId: row.message_id ?? undefined,
+    status: row.status,
+    attemptCount: row.attempt_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    nextAttemptAt: row.next_attempt_at ?? undefined,
+    firstAttemptAt: row.first_attempt_at ?? undefined,
+    lastError: row.last_error ?? undefined,
+  };
+}
+
+function toAttemptRecord(row: AttemptRow): AttemptRecord {
+  return {
+    at: row.at,
+    url: row.url,
+    statusCode: row.status_code ?? undefined,
+    error: row.error ?? undefined,
+    durationMs: row.duration_ms,
+  };
+}

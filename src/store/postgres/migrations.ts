@@ -1,0 +1,145 @@
+import type pg from 'pg';
+import { SchemaTooNewError } from '../schema-error.js';
+import { inTransaction } from './connection.js';
+
+/**
+ * Schema versions, applied in order; `schema_migrations` records each one
+ * applied. Append new versions, never edit a released one.
+ *
+ * Mirrors the SQLite schema (src/store/sqlite/migrations.ts), with these
+ * choices of its own:
+ * - message bodies are `text`, not `jsonb`: jsonb re-orders keys, drops
+ *   duplicate keys and rejects `\u0000`, and a body must be delivered byte for
+ *   byte as it was stored;
+ * - times are `bigint` epoch milliseconds, like everywhere else in the store;
+ * - no foreign keys, as in SQLite: deleteSource removes dependants itself, and
+ *   the hot inserts stay free of referential checks;
+ * - BRIN indexes on the append-only time columns that prune filters on: a few
+ *   pages instead of a B-tree written on every insert;
+ * - eager autovacuum on `deliveries`, the one table rewritten all day.
+ */
+const MIGRATIONS: readonly string[] = [
+  // 1: sources, destinations, messages, deliveries
+  `
+  CREATE TABLE settings (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+  );
+  INSERT INTO settings (key, value) VALUES ('config_version', '1');
+
+  CREATE TABLE sources (
+    id             text PRIMARY KEY,
+    name           text NOT NULL,
+    write_key      text NOT NULL,
+    write_key_hash text NOT NULL UNIQUE,
+    enabled        boolean NOT NULL,
+    created_at     bigint NOT NULL,
+    updated_at     bigint NOT NULL
+  );
+
+  CREATE TABLE destinations (
+    source_id  text NOT NULL,
+    kind       text NOT NULL,
+    enabled    boolean NOT NULL,
+    settings   text NOT NULL,
+    updated_at bigint NOT NULL,
+    PRIMARY KEY (source_id, kind)
+  );
+
+  CREATE TABLE messages (
+    seq         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source_id   text NOT NULL,
+    status      text NOT NULL,
+    reason      text,
+    type        text,
+    message_id  text,
+    user_id     text,
+    received_at bigint NOT NULL,
+    body        text NOT NULL
+  );
+  CREATE INDEX messages_by_source ON messages (source_id, seq);
+  CREATE INDEX messages_by_user ON messages (user_id, source_id) WHERE user_id IS NOT NULL;
+  CREATE INDEX messages_by_age ON messages USING brin (received_at);
+
+  CREATE TABLE dedupe_keys (
+    source_id  text NOT NULL,
+    message_id text NOT NULL,
+    seen_at    bigint NOT NULL,
+    PRIMARY KEY (source_id, message_id)
+  );
+  CREATE INDEX dedupe_keys_by_age ON dedupe_keys (seen_at);
+
+  -- While a delivery is leased, next_attempt_at is when its lease expires, so
+  -- a crashed worker's deliveries fall due again by themselves.
+  CREATE TABLE deliveries (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source_id        text NOT NULL,
+    message_seq      bigint NOT NULL,
+    destination      text NOT NULL,
+    status           text NOT NULL,
+    attempt_count    integer NOT NULL DEFAULT 0,
+    next_attempt_at  bigint,
+    first_attempt_at bigint,
+    lease_owner      text,
+    retry_urls       text,
+    last_error       text,
+    created_at       bigint NOT NULL,
+    updated_at       bigint NOT NULL
+  );
+  CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX deliveries_by_source ON deliveries (source_id, id);
+  CREATE INDEX deliveries_by_message ON deliveries (message_seq);
+  CREATE INDEX deliveries_by_age ON deliveries USING brin (created_at);
+  -- A queue table: every delivery is updated at least twice (leased,
+  -- finished) and leaves dead row versions behind in deliveries_due. Vacuum
+  -- and analyze after 2% of the rows changed rather than the default 20%, so
+  -- claims keep scanning a clean index with a plan fitted to the backlog.
+  ALTER TABLE deliveries SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
+
+  CREATE TABLE delivery_attempts (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    delivery_id bigint NOT NULL,
+    at          bigint NOT NULL,
+    url         text NOT NULL,
+    status_code integer,
+    error       text,
+    duration_ms integer NOT NULL
+  );
+  CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id);
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/**
+ * Key of the transaction-level advisory lock that serializes migrations.
+ * Advisory locks are per database, so unrelated databases on one server do
+ * not wait for each other. (The number is arbitrary; it only has to stay fixed.)
+ */
+const MIGRATION_LOCK = 7_230_465_011;
+
+/**
+ * Brings the schema to {@link SCHEMA_VERSION} in one transaction that holds
+ * `pg_advisory_xact_lock`: nodes starting at once queue on the lock, the first
+ * applies each missing version and the others then find nothing to do. DDL is
+ * transactional in PostgreSQL, so a failed migration leaves no half-made
+ * schema behind. Throws {@link SchemaTooNewError} when a newer Switchyard has
+ * migrated the database further than this one knows.
+ */
+export async function migrate(pool: pg.Pool): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        version    integer PRIMARY KEY,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+    const { rows } = await client.query<{ current: number }>('SELECT COALESCE(MAX(version), 0) AS current FROM schema_migrations');
+    const current = rows[0]!.current;
+    if (current > SCHEMA_VERSION) throw new SchemaTooNewError(current, SCHEMA_VERSION);
+    for (let version = current; version < SCHEMA_VERSION; version++) {
+      await client.query(MIGRATIONS[version]!);
+      await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);
+    }
+  });
+}

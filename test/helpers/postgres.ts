@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import pg from 'pg';
+
+/**
+ * PostgreSQL for tests. Suites get a fresh database each, created through the
+ * admin URL and dropped afterwards, so they can run in parallel and leave
+ * nothing behind. Without a reachable server they skip, loudly; under
+ * `REQUIRE_POSTGRES=1` (CI) they fail instead.
+ */
+export const ADMIN_URL = process.env['TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+let availability: Promise<string | undefined> | undefined;
+
+/** Resolves undefined when PostgreSQL answers at {@link ADMIN_URL}, else why not. */
+function unavailableReason(): Promise<string | undefined> {
+  availability ??= (async () => {
+    const client = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 3_000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return undefined;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      return error instanceof Error && error.message !== '' ? error.message : String(code ?? error);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  })();
+  return availability;
+}
+
+export async function postgresAvailable(): Promise<boolean> {
+  return (await unavailableReason()) === undefined;
+}
+
+/** The admin URL without its password, for messages. */
+function shownUrl(): string {
+  const url = new URL(ADMIN_URL);
+  url.password = '';
+  return url.toString();
+}
+
+/**
+ * `describe(name, fn)` when PostgreSQL answers. Otherwise one skipped test
+ * that says so (counted in the runner's "skipped"), or, under
+ * REQUIRE_POSTGRES=1, one failing test.
+ */
+export async function describePostgres(name: string, fn: () => void): Promise<void> {
+  const reason = await unavailableReason();
+  if (reason === undefined) {
+    describe(name, fn);
+    return;
+  }
+  const message = `PostgreSQL not reachable at ${shownUrl()} (${reason})`;
+  if (process.env['REQUIRE_POSTGRES'] === '1') {
+    it(name, () => {
+      throw new Error(`${message}; REQUIRE_POSTGRES=1 makes this a failure`);
+    });
+    return;
+  }
+  console.warn(`SKIPPING ${name}: ${message}. Set TEST_DATABASE_URL to run it.`);
+  it(name, { skip: message }, () => {});
+}
+
+export interface FreshDatabase {
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database `switchyard_test_<random>`; `drop()` removes it even with sessions still open. */
+export async function freshDatabase(): Promise<FreshDatabase> {
+  const name = `switchyard_test_${randomBytes(6).toString('hex')}`;
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
+}
+
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: ADMIN_URL, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,272 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
+import { SchemaTooNewError } from '../../src/store/schema-error.js';
+import type { IngestEntry, Store, StoreTopic } from '../../src/store/store.js';
+import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
+import { eventually } from '../helpers/switchyard.js';
+import { describeStoreContract } from './store-contract.js';
+
+const T0 = 1_700_000_000_000;
+
+const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
+
+/** Runs one query on its own connection to `url` (the test's view from outside the stores). */
+async function query<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    return (await client.query<R>(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Backend pids of the sessions LISTENing on `url`'s database (their last statement was the LISTEN). */
+async function listenerPids(url: string): Promise<number[]> {
+  const rows = await query<{ pid: number }>(
+    url,
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN switchyard_%'`,
+  );
+  return rows.map((r) => r.pid);
+}
+
+let counter = 0;
+function entry(sourceId: string, overrides: Partial<IngestEntry> = {}): IngestEntry {
+  counter++;
+  return {
+    sourceId,
+    status: 'accepted',
+    type: 'track',
+    messageId: `pg-msg-${counter}`,
+    userId: 'user-1',
+    receivedAt: T0,
+    body: JSON.stringify({ type: 'track', event: 'E', n: counter }),
+    destinations: ['webhooks'],
+    ...overrides,
+  };
+}
+
+async function addSource(store: Store, id: string): Promise<void> {
+  await store.insertSource({ id, name: id, writeKey: `key_${id}_${Math.random()}`, enabled: true, createdAt: T0, updatedAt: T0 });
+}
+
+await describePostgres('PostgreSQL store', () => {
+  describeStoreContract('postgres', async () => {
+    const db = await freshDatabase();
+    const store = openStore(db.url);
+    await store.migrate();
+    return {
+      store,
+      cleanup: async () => {
+        await store.close();
+        await db.drop();
+      },
+    };
+  });
+
+  describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
+    let db: FreshDatabase;
+    let a: PostgresStore;
+    let b: PostgresStore;
+
+    before(async () => {
+      db = await freshDatabase();
+      a = openStore(db.url);
+      b = openStore(db.url);
+      await Promise.all([a.migrate(), b.migrate()]);
+    });
+    after(async () => {
+      await Promise.all([a?.close(), b?.close()]);
+      await db?.drop();
+    });
+
+    it('says it can be shared by several nodes', () => {
+      assert.deepEqual(a.capabilities, { name: 'postgres', multiNode: true });
+    });
+
+    it('applies each migration once when several nodes start at once', async () => {
+      const fresh = await freshDatabase();
+      const stores = Array.from({ length: 4 }, () => openStore(fresh.url));
+      try {
+        await Promise.all(stores.map((s) => s.migrate()));
+        const versions = await query<{ version: number }>(fresh.url, 'SELECT version FROM schema_migrations ORDER BY version');
+        assert.deepEqual(
+          versions.map((v) => v.version),
+          Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+        );
+        await stores[0]!.insertSettingIfAbsent('k', 'v');
+        assert.equal(await stores[3]!.getSetting('k'), 'v');
+      } finally {
+        await Promise.all(stores.map((s) => s.close()));
+        await fresh.drop();
+      }
+    });
+
+    it('refuses a schema newer than it knows', async () => {
+      const fresh = await freshDatabase();
+      const first = openStore(fresh.url);
+      const second = openStore(fresh.url);
+      try {
+        await first.migrate();
+        await query(fresh.url, 'INSERT INTO schema_migrations (version) VALUES ($1)', [SCHEMA_VERSION + 1]);
+        await assert.rejects(second.migrate(), (error: unknown) => {
+          assert.ok(error instanceof SchemaTooNewError, `got ${String(error)}`);
+          assert.equal(error.found, SCHEMA_VERSION + 1);
+          assert.match(error.message, /newer than this Switchyard knows.*upgrade Switchyard/);
+          return true;
+        });
+      } finally {
+        await Promise.all([first.close(), second.close()]);
+        await fresh.drop();
+      }
+    });
+
+    it('says which server it could not reach', async () => {
+      const store = openStore('postgres://postgres@127.0.0.1:1/nowhere');
+      try {
+        await assert.rejects(store.migrate(), (error: unknown) => {
+          assert.match(String(error), /could not connect to PostgreSQL at 127\.0\.0\.1:1\/nowhere/);
+          assert.ok((error as Error).cause !== undefined, 'the driver error is chained');
+          return true;
+        });
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('never leases one delivery to two nodes claiming at once', async () => {
+      await addSource(a, 'src_claims');
+      const total = 600;
+      const entries = Array.from({ length: total }, () => entry('src_claims', { receivedAt: T0 }));
+      await a.appendMessages(entries, 0);
+      const claimed: number[] = [];
+      // Three claim loops per node, each on its own pooled connection.
+      const loop = async (store: Store, owner: string): Promise<void> => {
+        for (;;) {
+          const batch = (await store.claimDeliveries({ owner, limit: 7, leaseMs: 600_000, now: T0 * 2 })).filter((c) => c.sourceId === 'src_claims');
+          if (batch.length === 0) return;
+          claimed.push(...batch.map((c) => c.id));
+        }
+      };
+      await Promise.all([loop(a, 'a1'), loop(a, 'a2'), loop(a, 'a3'), loop(b, 'b1'), loop(b, 'b2'), loop(b, 'b3')]);
+      assert.equal(new Set(claimed).size, claimed.length, 'no delivery leased twice');
+      assert.equal(claimed.length, total, 'every delivery leased once');
+    });
+
+    it('lines up seqs with entries in a large append', async () => {
+      await addSource(a, 'src_seqs');
+      const entries = Array.from({ length: 1_000 }, (_, i) =>
+        entry('src_seqs', { body: JSON.stringify({ i }), status: i % 7 === 0 ? 'rejected' : 'accepted', destinations: i % 3 === 0 ? [] : ['webhooks'] }),
+      );
+      const results = await a.appendMessages(entries, 0);
+      for (let i = 1; i < results.length; i++) assert.ok(results[i]!.seq > results[i - 1]!.seq);
+      const stored = new Map((await a.listRecentMessages('src_seqs', 2_000)).map((m) => [m.seq, m]));
+      results.forEach((result, i) => {
+        assert.equal(stored.get(result.seq)?.body, entries[i]!.body);
+        assert.equal(stored.get(result.seq)?.status, entries[i]!.status);
+      });
+      const jobs = await a.listDeliveries({ sourceId: 'src_seqs', limit: 2_000 });
+      const bodies = new Map(results.map((r, i) => [r.seq, entries[i]!]));
+      assert.equal(jobs.length, entries.filter((e) => e.status === 'accepted' && e.destinations.length > 0).length);
+      for (const job of jobs) assert.equal(bodies.get(job.messageSeq)?.messageId, job.messageId);
+    });
+
+    it('de-duplicates a messageId twice in one call: accepted, then duplicate', async () => {
+      await addSource(a, 'src_twice');
+      const first = entry('src_twice', { messageId: 'twice' });
+      const results = await a.appendMessages([first, { ...first, receivedAt: T0 + 1 }, entry('src_twice'), { ...first, receivedAt: T0 + 2 }], T0 - 1000);
+      assert.deepEqual(results.map((r) => r.status), ['accepted', 'duplicate', 'accepted', 'duplicate']);
+      assert.equal((await a.listDeliveries({ sourceId: 'src_twice', limit: 10 })).length, 2);
+    });
+
+    it('keeps bodies byte for byte, \\u0000 escapes, key order and spacing included', async () => {
+      await addSource(a, 'src_bytes');
+      const bodies = [
+        '{"type":"track","event":"E","nul":"\\u0000","z":1,"a":2}',
+        '{ "b" : 1 , "a" : [ ] ,"a":2, "s":"\\ud800 \\u00e9 é 😀" }',
+      ];
+      const results = await a.appendMessages(
+        bodies.map((body) => entry('src_bytes', { body })),
+        0,
+      );
+      const stored = await a.listRecentMessages('src_bytes', 10);
+      assert.deepEqual(stored.map((m) => m.body).reverse(), bodies);
+      const claimed = (await a.claimDeliveries({ owner: 'bytes', limit: 1000, leaseMs: 1000, now: T0 * 3 })).filter((c) => c.sourceId === 'src_bytes');
+      assert.deepEqual(claimed.map((c) => c.body), bodies);
+      assert.deepEqual(claimed.map((c) => c.messageSeq), results.map((r) => r.seq));
+    });
+
+    it('stores fields holding U+0000, which PostgreSQL text cannot, and still de-duplicates them', async () => {
+      await addSource(a, 'src_nul');
+      const odd = entry('src_nul', { messageId: 'id\u0000x', userId: 'user\u0000', type: 'tr\u0000ck', reason: undefined });
+      const [first] = await a.appendMessages([odd], 0);
+      assert.equal(first?.status, 'accepted');
+      const [again] = await a.appendMessages([{ ...odd, receivedAt: T0 + 5 }], 0);
+      assert.equal(again?.status, 'duplicate');
+      const [stored] = await a.listRecentMessages('src_nul', 1);
+      assert.equal(stored?.userId, 'user\uFFFD');
+      assert.equal(stored?.body, odd.body);
+    });
+
+    it("passes one node's changes on to another node's subscribers, once each", async () => {
+      const topics: StoreTopic[] = [];
+      const unsubscribe = b.subscribe((topic) => topics.push(topic));
+      try {
+        await eventually(async () => ((await listenerPids(db.url)).length > 0 ? true : undefined), 10_000, "b's LISTEN connection");
+        await addSource(b, 'src_own'); // b's own change: told directly, not again through NOTIFY
+        assert.deepEqual(topics, ['config']);
+        await addSource(a, 'src_notify');
+        await a.appendMessages([entry('src_notify')], 0);
+        // Notifications arrive in commit order, so once a's last one is in, all are.
+        await eventually(() => (topics.includes('deliveries') ? true : undefined), 5_000, "a's notification at b");
+        assert.deepEqual(topics.filter((t) => t === 'config'), ['config', 'config'], `got ${topics.join(', ')}`);
+        assert.ok(topics.includes('messages'));
+      } finally {
+        unsubscribe();
+      }
+    });
+
+    it('reconnects a dropped LISTEN connection', async () => {
+      const topics: StoreTopic[] = [];
+      const unsubscribe = b.subscribe((topic) => topics.push(topic));
+      try {
+        const [pid] = await eventually(async () => {
+          const pids = await listenerPids(db.url);
+          return pids.length === 1 ? pids : undefined;
+        }, 10_000, 'one LISTEN connection');
+        await query(db.url, 'SELECT pg_terminate_backend($1)', [pid]);
+        await eventually(async () => {
+          const pids = await listenerPids(db.url);
+          return pids.length === 1 && pids[0] !== pid ? true : undefined;
+        }, 10_000, 'a new LISTEN connection');
+        // What was missed while it was down is reported as "check everything".
+        await eventually(() => (['deliveries', 'config', 'messages'].every((t) => topics.includes(t as StoreTopic)) ? true : undefined), 5_000, 'catch-up topics');
+        topics.length = 0;
+        await addSource(a, 'src_after_reconnect');
+        await eventually(() => (topics.includes('config') ? true : undefined), 5_000, 'a notification after reconnecting');
+      } finally {
+        unsubscribe();
+      }
+    });
+
+    it('ends its pool and LISTEN connection on close', async () => {
+      const store = openStore(db.url);
+      await store.migrate();
+      store.subscribe(() => {});
+      await eventually(async () => ((await listenerPids(db.url)).length === 2 ? true : undefined), 10_000, 'a second LISTEN connection');
+      const before = await query<{ n: number }>(db.url, `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'switchyard'`);
+      await store.close();
+      await store.close(); // idempotent
+      await eventually(async () => {
+        const [now] = await query<{ n: number }>(
+          db.url,
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'switchyard'`,
+        );
+        return now!.n < before[0]!.n && (await listenerPids(db.url)).length === 1 ? true : undefined;
+      }, 10_000, 'the closed store to disconnect');
+    });
+  });
+});
