@@ -1,0 +1,72 @@
+import type { MessageStatus } from '../domain/message.js';
+import { ApiError } from '../errors.js';
+import type { Store, StoredMessage } from '../store/store.js';
+import { limitParam } from './validate.js';
+
+/**
+ * One message as the debugger shows it. `seq` is also the stream's event id,
+ * so a client can load the list and then stream on from its newest entry.
+ */
+export interface DebuggerEntry {
+  readonly seq: number;
+  readonly receivedAt: string;
+  /** The call type; null for a rejected message that had none. */
+  readonly type: string | null;
+  readonly status: MessageStatus;
+  readonly reason?: string;
+  /** The stored message, parsed. */
+  readonly message: unknown;
+}
+
+export const DEFAULT_DEBUGGER_LIMIT = 50;
+export const MAX_DEBUGGER_LIMIT = 500;
+
+export function viewMessage(stored: StoredMessage): DebuggerEntry {
+  let message: unknown;
+  try {
+    message = JSON.parse(stored.body);
+  } catch {
+    // Ingest stores JSON text only; show anything else as it is rather than fail the whole list.
+    message = stored.body;
+  }
+  return {
+    seq: stored.seq,
+    receivedAt: new Date(stored.receivedAt).toISOString(),
+    type: stored.type ?? null,
+    status: stored.status,
+    ...(stored.reason !== undefined && { reason: stored.reason }),
+    message,
+  };
+}
+
+/** A source's debugger: its most recent messages with what ingest decided. Shared by the admin routes and the CLI. */
+export class DebuggerAdmin {
+  constructor(private readonly store: Store) {}
+
+  /** Newest first, `limit` from 1 to 500 (default 50). */
+  async list(sourceId: string, query: { limit?: unknown }): Promise<{ messages: DebuggerEntry[] }> {
+    const limit = limitParam(query.limit, DEFAULT_DEBUGGER_LIMIT, MAX_DEBUGGER_LIMIT);
+    await this.requireSource(sourceId);
+    return { messages: (await this.store.listRecentMessages(sourceId, limit)).map(viewMessage) };
+  }
+
+  /**
+   * Where a stream starts: after `lastEventId` (the `Last-Event-ID` header of
+   * a reconnecting client) or, without one, after the newest message now.
+   */
+  async streamCursor(sourceId: string, lastEventId: unknown): Promise<number> {
+    let cursor: number | undefined;
+    if (lastEventId !== undefined && lastEventId !== '') {
+      cursor = typeof lastEventId === 'string' && /^\d{1,15}$/.test(lastEventId) ? Number(lastEventId) : NaN;
+      if (!Number.isSafeInteger(cursor)) throw new ApiError('invalid_request', 'Last-Event-ID must be the id of an event (a message seq)');
+    }
+    await this.requireSource(sourceId);
+    return cursor ?? (await this.store.listRecentMessages(sourceId, 1))[0]?.seq ?? 0;
+  }
+
+  async requireSource(sourceId: string): Promise<void> {
+    if ((await this.store.getSource(sourceId)) === undefined) {
+      throw new ApiError('not_found', `no source with id ${JSON.stringify(sourceId.slice(0, 60))}`);
+    }
+  }
+}

@@ -1,0 +1,40 @@
+import type { FastifyInstance } from 'fastify';
+import type { DebuggerAdmin } from './debugger-admin.js';
+import { DebuggerStream, type StreamStore } from './debugger-stream.js';
+
+export interface DebuggerRoutesOptions {
+  readonly admin: DebuggerAdmin;
+  /** The store the live stream reads; without it (an adapter that lacks the methods) there is no stream route. */
+  readonly streamStore: StreamStore | undefined;
+  readonly onError: (error: unknown) => void;
+}
+
+/**
+ * A source's debugger, as an `extensions` entry of adminRoutes (same auth and
+ * error shape): the recent messages, and the same live as Server-Sent Events.
+ */
+export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyInstance) => void {
+  const { admin, streamStore, onError } = options;
+  return (app) => {
+    app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/sources/:id/debugger', async (request) =>
+      admin.list(request.params.id, request.query),
+    );
+    if (streamStore === undefined) return;
+
+    const open = new Set<DebuggerStream>();
+    // Streams never end by themselves, and the server's close waits for every
+    // connection: end them before it does.
+    app.addHook('preClose', async () => {
+      for (const stream of open) stream.close();
+    });
+    app.get<{ Params: { id: string } }>('/sources/:id/debugger/stream', async (request, reply) => {
+      // Everything that can fail with an error answer happens before the hijack.
+      const afterSeq = await admin.streamCursor(request.params.id, request.headers['last-event-id']);
+      reply.hijack();
+      const stream = new DebuggerStream(reply.raw, { store: streamStore, sourceId: request.params.id, afterSeq, onError });
+      open.add(stream);
+      stream.onClose(() => open.delete(stream));
+      stream.start();
+    });
+  };
+}

@@ -1,0 +1,123 @@
+import { isJsonObject } from './message.js';
+
+/**
+ * Deletion and suppression requests ("regulations"), as Segment's Public API
+ * names them.
+ *
+ * Glossary
+ * - subject: a user, named by `userId` (the only subject type).
+ * - affected sources: the sources a request names, or every source.
+ * - step: the work of a deleting request on one affected source: erase the
+ *   subjects' stored messages and send each subject's `delete` message.
+ * - suppression: while it lasts, ingest stores a subject's messages as
+ *   `suppressed` and routes none of them.
+ */
+
+export const REGULATION_TYPES = ['DELETE_ONLY', 'SUPPRESS_WITH_DELETE', 'SUPPRESS_ONLY', 'UNSUPPRESS'] as const;
+export type RegulationType = (typeof REGULATION_TYPES)[number];
+
+/**
+ * - INITIALIZED: no step has ended yet.
+ * - RUNNING: some steps have ended, others are pending.
+ * - FINISHED: every step finished (a request that only suppresses or
+ *   unsuppresses is FINISHED as soon as it is stored).
+ * - FAILED: every step ended and at least one failed.
+ */
+export const REGULATION_STATUSES = ['INITIALIZED', 'RUNNING', 'FINISHED', 'FAILED'] as const;
+export type RegulationStatus = (typeof REGULATION_STATUSES)[number];
+
+export type RegulationStepStatus = 'PENDING' | 'FINISHED' | 'FAILED';
+
+export const SUBJECT_TYPE = 'USER_ID';
+export const MAX_SUBJECTS = 5_000;
+export const MAX_SUBJECT_ID_LENGTH = 1_024;
+export const MAX_SOURCE_IDS = 1_000;
+
+/** What a request type does; the stores and the runner follow this table. */
+export interface RegulationEffects {
+  /** Erases the subjects' stored messages and sends a `delete` message per subject, per affected source. */
+  readonly deletes: boolean;
+  /** `add` starts suppressing the subjects on the affected sources; `remove` lifts suppressions. */
+  readonly suppression: 'add' | 'remove' | undefined;
+}
+
+const EFFECTS: Readonly<Record<RegulationType, RegulationEffects>> = {
+  DELETE_ONLY: { deletes: true, suppression: undefined },
+  SUPPRESS_WITH_DELETE: { deletes: true, suppression: 'add' },
+  SUPPRESS_ONLY: { deletes: false, suppression: 'add' },
+  UNSUPPRESS: { deletes: false, suppression: 'remove' },
+};
+
+export function regulationEffects(type: RegulationType): RegulationEffects {
+  return EFFECTS[type];
+}
+
+/** A new request's status: a deletion has work to do unless no source is affected; the rest is done on creation. */
+export function initialStatus(type: RegulationType, affectedSources: number): RegulationStatus {
+  return EFFECTS[type].deletes && affectedSources > 0 ? 'INITIALIZED' : 'FINISHED';
+}
+
+/** A request as the admin API takes it, checked; ids de-duplicated in their first order. */
+export interface RegulationRequest {
+  readonly regulationType: RegulationType;
+  readonly subjectIds: readonly string[];
+  /** Undefined means every source, including sources created later (for suppression). */
+  readonly sourceIds: readonly string[] | undefined;
+}
+
+const FIELDS = ['regulationType', 'subjectType', 'subjectIds', 'sourceIds'];
+
+/**
+ * Checks an untrusted request body. The problem names the field (and the
+ * index of a bad array element) so that a script can point at it.
+ * Whether the source ids exist is for the caller to check.
+ */
+export function parseRegulationRequest(input: unknown): { ok: true; request: RegulationRequest } | { ok: false; problem: string } {
+  if (!isJsonObject(input)) return { ok: false, problem: 'the body must be a JSON object' };
+  for (const key of Object.keys(input)) {
+    if (!FIELDS.includes(key)) return { ok: false, problem: `unknown field "${key.slice(0, 60)}"; allowed: ${FIELDS.join(', ')}` };
+  }
+  const type = input['regulationType'];
+  if (typeof type !== 'string' || !(REGULATION_TYPES as readonly string[]).includes(type)) {
+    return { ok: false, problem: `regulationType must be one of ${REGULATION_TYPES.join(', ')}` };
+  }
+  if (input['subjectType'] !== SUBJECT_TYPE) return { ok: false, problem: `subjectType must be "${SUBJECT_TYPE}"` };
+
+  const subjects = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, MAX_SUBJECT_ID_LENGTH);
+  if (typeof subjects === 'string') return { ok: false, problem: subjects };
+  let sources: string[] | undefined;
+  if (input['sourceIds'] !== undefined) {
+    const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, 200);
+    if (typeof checked === 'string') return { ok: false, problem: `${checked} (omit sourceIds to mean every source)` };
+    sources = checked;
+  }
+  return { ok: true, request: { regulationType: type as RegulationType, subjectIds: subjects, sourceIds: sources } };
+}
+
+/** The ids, de-duplicated; or the problem. */
+function idList(value: unknown, field: string, max: number, maxLength: number): string[] | string {
+  if (!Array.isArray(value) || value.length === 0 || value.length > max) {
+    return `${field} must be an array of 1 to ${max} ids`;
+  }
+  const seen = new Set<string>();
+  for (const [index, id] of value.entries()) {
+    if (typeof id !== 'string' || id === '' || id.length > maxLength) {
+      return `${field}[${index}] must be a non-empty string of at most ${maxLength} characters`;
+    }
+    seen.add(id);
+  }
+  return [...seen];
+}
+
+/**
+ * The stored text of the `delete` message sent for one subject on one source;
+ * the Webhooks destination sends it as is (no `version`, see webhook-payload).
+ */
+export function deleteMessageBody(userId: string, messageId: string, at: number): string {
+  return JSON.stringify({ type: 'delete', userId, timestamp: new Date(at).toISOString(), messageId });
+}
+
+/** The debugger's reason for a message dropped by a suppression. */
+export function suppressionReason(regulationId: string): string {
+  return `user is suppressed by regulation ${regulationId}`;
+}

@@ -1,0 +1,137 @@
+import { deleteMessageBody } from '../domain/regulation.js';
+import type { IngestEntry, RegulationDetail, RegulationStepKey, StoreWithRegulations } from '../store/store.js';
+
+export interface RegulationRunnerOptions {
+  readonly store: StoreWithRegulations;
+  readonly now: () => number;
+  readonly newMessageId: () => string;
+  /** How often to look for steps left by a restart or created on another node. */
+  readonly pollMs: number;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Pending steps read per query. */
+const STEPS_PER_QUERY = 20;
+/** A step that fails this many times in a row is marked FAILED with its last error. */
+const MAX_TRIES = 3;
+
+/**
+ * Runs the steps of deletion requests in the background: for each request
+ * and affected source, one store transaction erases the subjects' messages
+ * there and stores one `delete` message per subject, delivered through the
+ * normal queue to the source's Webhooks destination when it is enabled.
+ *
+ * Works from the store's `PENDING` rows only, so a restart resumes whatever
+ * was left, and several nodes may run at once: the store lets exactly one of
+ * them run each step (the others' calls resolve false).
+ */
+export class RegulationRunner {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  /** Failed tries per step, by "regulationId source id"; a step that runs is forgotten. */
+  private readonly failures = new Map<string, number>();
+
+  constructor(private readonly options: RegulationRunnerOptions) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.wake(), this.options.pollMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  /** Looks for pending steps now (a request was just created), or once more after the current pass. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running !== undefined) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.pass();
+        } while (this.again && !this.stopped);
+      } catch (error) {
+        this.options.onError(error);
+      } finally {
+        this.running = undefined;
+      }
+    })();
+  }
+
+  /** Stops polling and waits for the step under way, if any. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Runs pending steps until none is left but those that failed in this pass (tried again at the next poll). */
+  private async pass(): Promise<void> {
+    const { store } = this.options;
+    const failedNow = new Set<string>();
+    const regulations = new Map<string, RegulationDetail | undefined>();
+    for (;;) {
+      const steps = (await store.listPendingRegulationSteps(STEPS_PER_QUERY + failedNow.size)).filter((s) => !failedNow.has(keyOf(s)));
+      if (steps.length === 0) return;
+      for (const step of steps) {
+        if (this.stopped) return;
+        if (!regulations.has(step.regulationId)) regulations.set(step.regulationId, await store.getRegulation(step.regulationId));
+        try {
+          await this.runStep(step, regulations.get(step.regulationId));
+          this.failures.delete(keyOf(step));
+        } catch (error) {
+          failedNow.add(keyOf(step));
+          await this.recordFailure(step, error);
+        }
+      }
+    }
+  }
+
+  private async runStep(step: RegulationStepKey, regulation: RegulationDetail | undefined): Promise<void> {
+    if (regulation === undefined) throw new Error(`regulation ${step.regulationId} is gone`);
+    const { store, now, newMessageId } = this.options;
+    const at = now();
+    // The delete messages go out through the normal delivery queue, so a
+    // receiver that is down gets them later like any other message.
+    const webhooks = await store.getDestination(step.sourceId, 'webhooks');
+    const messages: IngestEntry[] =
+      webhooks?.enabled === true ? regulation.subjectIds.map((userId) => deleteEntry(step.sourceId, userId, newMessageId(), at)) : [];
+    await store.runRegulationStep({ ...step, eraseUserIds: regulation.subjectIds, messages, at });
+  }
+
+  private async recordFailure(step: RegulationStepKey, error: unknown): Promise<void> {
+    const key = keyOf(step);
+    const tries = (this.failures.get(key) ?? 0) + 1;
+    this.failures.set(key, tries);
+    this.options.onError(new Error(`regulation ${step.regulationId} on source ${step.sourceId}: try ${tries} of ${MAX_TRIES} failed`, { cause: error }));
+    if (tries < MAX_TRIES) return;
+    this.failures.delete(key);
+    const message = error instanceof Error ? error.message : String(error);
+    try {
+      await this.options.store.failRegulationStep(step, message.slice(0, 1_000), this.options.now());
+    } catch (failError) {
+      this.options.onError(failError);
+    }
+  }
+}
+
+function keyOf(step: RegulationStepKey): string {
+  return `${step.regulationId} ${step.sourceId}`;
+}
+
+function deleteEntry(sourceId: string, userId: string, messageId: string, at: number): IngestEntry {
+  return {
+    sourceId,
+    status: 'accepted',
+    type: 'delete',
+    messageId,
+    userId,
+    receivedAt: at,
+    body: deleteMessageBody(userId, messageId, at),
+    destinations: ['webhooks'],
+  };
+}

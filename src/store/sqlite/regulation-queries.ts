@@ -1,0 +1,231 @@
+import type { Database, Statement } from 'better-sqlite3';
+import {
+  type RegulationStatus,
+  type RegulationStepStatus,
+  type RegulationType,
+  initialStatus,
+  regulationEffects,
+} from '../../domain/regulation.js';
+import type {
+  NewRegulation,
+  RegulationDetail,
+  RegulationFilter,
+  RegulationRecord,
+  RegulationSourceRecord,
+  RegulationStepKey,
+  RegulationStepRun,
+  SuppressionRecord,
+} from '../store.js';
+import type { MessageQueries } from './message-queries.js';
+
+interface RegulationRow {
+  id: string;
+  regulation_type: RegulationType;
+  subject_count: number;
+  source_ids: string | null;
+  status: RegulationStatus;
+  created_at: number;
+  updated_at: number;
+}
+
+interface SourceRow {
+  regulation_id: string;
+  source_id: string;
+  status: RegulationStepStatus;
+  error: string | null;
+  updated_at: number;
+}
+
+interface SuppressionRow {
+  user_id: string;
+  source_id: string;
+  regulation_id: string;
+  created_at: number;
+}
+
+/** How the suppressions table writes "every source" (no source id is '*'). */
+const EVERY_SOURCE = '*';
+
+/** Every column but the subject ids, which lists leave out. */
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+
+/** A source's messages of the given users (a JSON array), but never the `delete` messages sent for them. */
+const USERS_MESSAGES = `
+  SELECT seq FROM messages
+  WHERE source_id = ? AND user_id IN (SELECT value FROM json_each(?)) AND type IS NOT 'delete'`;
+
+/** The `regulations`, `regulation_sources` and `suppressions` tables. */
+export class RegulationQueries {
+  private readonly insertRegulation: Statement<unknown[]>;
+  private readonly insertSource: Statement<[string, string, RegulationStepStatus, number]>;
+  private readonly suppress: Statement<[string, string, string, number]>;
+  private readonly unsuppressAll: Statement<[string]>;
+  private readonly unsuppressOne: Statement<[string, string]>;
+  private readonly claim: Statement<[number, string, string]>;
+  private readonly fail: Statement<[string, number, string, string]>;
+  private readonly eraseAttempts: Statement<[string, string]>;
+  private readonly eraseDeliveries: Statement<[string, string]>;
+  private readonly eraseMessages: Statement<[string, string]>;
+  private readonly stepCounts: Statement<[string], { pending: number; failed: number }>;
+  private readonly setStatus: Statement<[RegulationStatus, number, string]>;
+  private readonly sourcesOf: Statement<[string], SourceRow>;
+  private readonly runStepTx: (step: RegulationStepRun) => boolean;
+  private readonly failStepTx: (step: RegulationStepKey, error: string, at: number) => boolean;
+
+  constructor(
+    private readonly db: Database,
+    private readonly messages: MessageQueries,
+  ) {
+    this.insertRegulation = db.prepare(`
+      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.insertSource = db.prepare(`
+      INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at) VALUES (?, ?, ?, ?)`);
+    this.suppress = db.prepare(`
+      INSERT INTO suppressions (user_id, source_id, regulation_id, created_at) VALUES (?, ?, ?, ?)
+      ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`);
+    this.unsuppressAll = db.prepare(`DELETE FROM suppressions WHERE user_id = ?`);
+    this.unsuppressOne = db.prepare(`DELETE FROM suppressions WHERE user_id = ? AND source_id = ?`);
+    this.claim = db.prepare(`
+      UPDATE regulation_sources SET status = 'FINISHED', updated_at = ?
+      WHERE regulation_id = ? AND source_id = ? AND status = 'PENDING'`);
+    this.fail = db.prepare(`
+      UPDATE regulation_sources SET status = 'FAILED', error = ?, updated_at = ?
+      WHERE regulation_id = ? AND source_id = ? AND status = 'PENDING'`);
+    this.eraseAttempts = db.prepare(`
+      DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE message_seq IN (${USERS_MESSAGES}))`);
+    this.eraseDeliveries = db.prepare(`DELETE FROM deliveries WHERE message_seq IN (${USERS_MESSAGES})`);
+    this.eraseMessages = db.prepare(`DELETE FROM messages WHERE seq IN (${USERS_MESSAGES})`);
+    this.stepCounts = db.prepare(`
+      SELECT coalesce(sum(status = 'PENDING'), 0) AS pending, coalesce(sum(status = 'FAILED'), 0) AS failed
+      FROM regulation_sources WHERE regulation_id = ?`);
+    this.setStatus = db.prepare(`UPDATE regulations SET status = ?, updated_at = ? WHERE id = ?`);
+    this.sourcesOf = db.prepare(`SELECT * FROM regulation_sources WHERE regulation_id = ? ORDER BY source_id`);
+    this.runStepTx = db.transaction((step: RegulationStepRun) => this.runStepNow(step));
+    this.failStepTx = db.transaction((step: RegulationStepKey, error: string, at: number) => {
+      if (this.fail.run(error, at, step.regulationId, step.sourceId).changes === 0) return false;
+      this.updateStatus(step.regulationId, at);
+      return true;
+    });
+  }
+
+  /** Stores a request and applies its suppression effect; call it inside a transaction. */
+  create(regulation: NewRegulation): void {
+    const effects = regulationEffects(regulation.regulationType);
+    const at = regulation.createdAt;
+    this.insertRegulation.run(
+      regulation.id,
+      regulation.regulationType,
+      JSON.stringify(regulation.subjectIds),
+      regulation.subjectIds.length,
+      regulation.sourceIds === undefined ? null : JSON.stringify(regulation.sourceIds),
+      initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
+      at,
+      at,
+    );
+    for (const sourceId of regulation.stepSourceIds) {
+      this.insertSource.run(regulation.id, sourceId, effects.deletes ? 'PENDING' : 'FINISHED', at);
+    }
+    const scopes = regulation.sourceIds ?? [EVERY_SOURCE];
+    for (const userId of regulation.subjectIds) {
+      if (effects.suppression === 'add') {
+        for (const scope of scopes) this.suppress.run(userId, scope, regulation.id, at);
+      } else if (effects.suppression === 'remove') {
+        if (regulation.sourceIds === undefined) this.unsuppressAll.run(userId);
+        else for (const sourceId of regulation.sourceIds) this.unsuppressOne.run(userId, sourceId);
+      }
+    }
+  }
+
+  /** One step in one transaction; see Store.runRegulationStep. */
+  runStep(step: RegulationStepRun): boolean {
+    return this.runStepTx(step);
+  }
+
+  failStep(step: RegulationStepKey, error: string, at: number): boolean {
+    return this.failStepTx(step, error, at);
+  }
+
+  private runStepNow(step: RegulationStepRun): boolean {
+    // The claim comes first: nothing else is written unless this call owns the step.
+    if (this.claim.run(step.at, step.regulationId, step.sourceId).changes === 0) return false;
+    const users = JSON.stringify(step.eraseUserIds);
+    this.eraseAttempts.run(step.sourceId, users);
+    this.eraseDeliveries.run(step.sourceId, users);
+    this.eraseMessages.run(step.sourceId, users);
+    for (const message of step.messages) this.messages.insert(message, message.status);
+    this.updateStatus(step.regulationId, step.at);
+    return true;
+  }
+
+  private updateStatus(regulationId: string, at: number): void {
+    const { pending, failed } = this.stepCounts.get(regulationId)!;
+    const status: RegulationStatus = pending > 0 ? 'RUNNING' : failed > 0 ? 'FAILED' : 'FINISHED';
+    this.setStatus.run(status, at, regulationId);
+  }
+
+  list(filter: RegulationFilter): RegulationRecord[] {
+    const rows = (
+      filter.status === undefined
+        ? this.db.prepare(`SELECT ${LIST_COLUMNS} FROM regulations ORDER BY created_at DESC, id DESC LIMIT ?`).all(filter.limit)
+        : this.db
+            .prepare(`SELECT ${LIST_COLUMNS} FROM regulations WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
+            .all(filter.status, filter.limit)
+    ) as RegulationRow[];
+    if (rows.length === 0) return [];
+    const sources = this.db
+      .prepare(`SELECT * FROM regulation_sources WHERE regulation_id IN (SELECT value FROM json_each(?)) ORDER BY regulation_id, source_id`)
+      .all(JSON.stringify(rows.map((r) => r.id))) as SourceRow[];
+    const byRegulation = new Map<string, RegulationSourceRecord[]>();
+    for (const row of sources) {
+      let list = byRegulation.get(row.regulation_id);
+      if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
+      list.push(toSourceRecord(row));
+    }
+    return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
+  }
+
+  get(id: string): RegulationDetail | undefined {
+    const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string }) | undefined;
+    if (row === undefined) return undefined;
+    return {
+      ...toRecord(row, this.sourcesOf.all(id).map(toSourceRecord)),
+      subjectIds: JSON.parse(row.subject_ids) as string[],
+    };
+  }
+
+  listPendingSteps(limit: number): RegulationStepKey[] {
+    const rows = this.db
+      .prepare(`
+        SELECT s.regulation_id, s.source_id FROM regulation_sources s JOIN regulations r ON r.id = s.regulation_id
+        WHERE s.status = 'PENDING' ORDER BY r.created_at, r.id, s.source_id LIMIT ?`)
+      .all(limit) as Array<Pick<SourceRow, 'regulation_id' | 'source_id'>>;
+    return rows.map((row) => ({ regulationId: row.regulation_id, sourceId: row.source_id }));
+  }
+
+  listSuppressions(): SuppressionRecord[] {
+    return (this.db.prepare(`SELECT * FROM suppressions`).all() as SuppressionRow[]).map((row) => ({
+      userId: row.user_id,
+      sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
+      regulationId: row.regulation_id,
+      createdAt: row.created_at,
+    }));
+  }
+}
+
+function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {
+  return {
+    id: row.id,
+    regulationType: row.regulation_type,
+    subjectCount: row.subject_count,
+    sourceIds: row.source_ids === null ? undefined : (JSON.parse(row.source_ids) as string[]),
+    status: row.status,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    sources,
+  };
+}
+
+function toSourceRecord(row: SourceRow): RegulationSourceRecord {
+  return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
+}
