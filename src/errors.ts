@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   invalid_receivers: 400,
   private_receiver: 400,
   not_found: 404,
+  delivery_not_failed: 409,
   // Both
   route_not_found: 404,
   internal_error: 500,

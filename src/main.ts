@@ -1,23 +1,34 @@
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { AdminAuth } from './admin/admin-auth.js';
+import { DebuggerAdmin } from './admin/debugger-admin.js';
+import { debuggerRoutes } from './admin/debugger-routes.js';
+import { DeliveryAdmin } from './admin/delivery-admin.js';
+import { deliveryRoutes } from './admin/delivery-routes.js';
+import { RegulationAdmin } from './admin/regulation-admin.js';
+import { regulationRoutes } from './admin/regulation-routes.js';
 import { SourceAdmin } from './admin/source-admin.js';
-import { type Config, ConfigError } from './config.js';
+import { WebhookAdmin } from './admin/webhook-admin.js';
+import type { Config } from './config.js';
+import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './http/metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
+import { RegulationRunner } from './regulations/regulation-runner.js';
+import { SuppressionList } from './regulations/suppression-list.js';
 import { SourceDirectory } from './sources/source-directory.js';
+import { PostgresStore } from './store/postgres/postgres-store.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
-import type { Store } from './store/store.js';
+import { type Store, hasRegulations } from './store/store.js';
 import { newMessageId } from './util/ids.js';
 
 /** The only place that picks a store adapter. Resolves a migrated store. */
 export async function openStore(config: Config): Promise<Store> {
-  if (config.databaseUrl !== undefined) {
-    throw new ConfigError('DATABASE_URL is set, but this build of Switchyard has no PostgreSQL store yet');
-  }
-  const store = SqliteStore.open({ dataDir: config.dataDir, durability: config.durability });
+  const store =
+    config.databaseUrl === undefined
+      ? SqliteStore.open({ dataDir: config.dataDir, durability: config.durability })
+      : PostgresStore.open({ databaseUrl: config.databaseUrl, durability: config.durability });
   try {
     await store.migrate();
   } catch (error) {
@@ -35,6 +46,7 @@ export interface RunningSwitchyard {
 }
 
 const CONFIG_POLL_MS = 1_000;
+const REGULATION_POLL_MS = 5_000;
 const PRUNE_EVERY_MS = 3_600_000;
 const MAX_ENTRIES_PER_COMMIT = 5_000;
 
@@ -48,8 +60,16 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   const { auth, createdToken } = await AdminAuth.load(store, config.adminToken);
   const directory = new SourceDirectory(store, { pollMs: CONFIG_POLL_MS, onError });
   const sources = new SourceAdmin(store, now, directory);
+  const webhooks = new WebhookAdmin(store, now, { allowPrivateReceivers: config.allowPrivateReceivers, directory });
   await directory.start();
   const defaultSource = await createDefaultSourceOnce(store, sources);
+
+  // Regulations and the live debugger need store methods an adapter may still lack.
+  const regulationStore = hasRegulations(store) ? store : undefined;
+  if (regulationStore === undefined) logger.warn({ store: store.capabilities.name }, 'this store has no regulations yet: no suppression, deletion or live debugger');
+  const suppressions = regulationStore && new SuppressionList(regulationStore, { pollMs: CONFIG_POLL_MS, onError });
+  await suppressions?.start();
+  const runner = regulationStore && new RegulationRunner({ store: regulationStore, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -64,8 +84,16 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, metrics, now, newMessageId },
-    admin: { auth, sources },
+    tracking: { directory, committer, metrics, now, newMessageId, screen: suppressions && ((entries) => suppressions.screen(entries)) },
+    admin: {
+      auth,
+      sources,
+      extensions: [
+        deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
+        debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: regulationStore, onError }),
+        ...(regulationStore === undefined ? [] : [regulationRoutes(new RegulationAdmin(regulationStore, { now, suppressions, runner }))]),
+      ],
+    },
   });
 
   const pruner = setInterval(() => {
@@ -76,6 +104,9 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
 
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
+  const worker = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
+  await worker.start();
+  runner?.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -89,7 +120,10 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
       closing ??= (async () => {
         clearInterval(pruner);
         await app.close();
+        await worker.stop();
+        await runner?.stop();
         directory.stop();
+        suppressions?.stop();
         await store.close();
       })();
       return closing;

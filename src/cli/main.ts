@@ -5,6 +5,8 @@ import { openStore, startSwitchyard } from '../main.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { parseArgs } from './args.js';
+import { DEBUGGER_USAGE, debuggerCommand } from './debugger-command.js';
+import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
 
 const USAGE = `Usage: switchyard <command> [options]
 
@@ -17,7 +19,7 @@ Commands:
   sources rename ID NAME         rename a source
   sources enable ID | disable ID turn a source's intake on or off
   sources delete ID              delete a source and everything stored for it
-
+${DELIVERY_USAGE}${DEBUGGER_USAGE}
 Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
 DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
 `;
@@ -103,6 +105,11 @@ async function main(argv: string[]): Promise<void> {
       return serve(flags);
     case 'sources':
       return sourcesCommand(rest, flags);
+    case 'webhooks':
+    case 'deliveries':
+      return deliveryCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+    case 'debugger':
+      return debuggerCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }

@@ -1,4 +1,5 @@
 import type { MessageStatus } from '../domain/message.js';
+import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
 
 /**
@@ -14,6 +15,12 @@ import type { DestinationKind } from '../domain/routing.js';
  * - attempt: one round of POSTs of a delivery, one row per receiver URL.
  * - lease: a worker's claim on a pending delivery until `leaseExpiresAt`;
  *   an expired lease (its worker died) makes the delivery claimable again.
+ * - regulation: a deletion or suppression request for some users (its
+ *   subjects). A deleting one has a step per affected source: a
+ *   `PENDING` row until that source's messages are erased and its `delete`
+ *   messages stored, in one transaction.
+ * - suppression: a user whose messages ingest stores as `suppressed` and
+ *   routes nowhere, on one source or on every source.
  *
  * What a store owns: its connections (opened by the factory, closed by
  * {@link Store.close}), its schema (created and upgraded by
@@ -42,8 +49,8 @@ export interface Store {
   /** Stores `value` unless `key` has one; resolves true when this call stored it. */
   insertSettingIfAbsent(key: string, value: string): Promise<boolean>;
   /**
-   * A number that changes whenever sources or destinations change, from any
-   * process; caches poll it to know when to reload.
+   * A number that changes whenever sources, destinations or suppressions
+   * change, from any process; caches poll it to know when to reload.
    */
   getConfigVersion(): Promise<number>;
 
@@ -69,6 +76,22 @@ export interface Store {
   appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]>;
   /** The source's most recent messages, newest first. */
   listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]>;
+  /**
+   * The source's messages with `seq > afterSeq`, oldest first (seq
+   * ascending), at most `limit`. The debugger stream pages with it, passing
+   * the last seq it sent. On a multi-node store a transaction can commit
+   * after one holding a higher seq, so a reader whose cursor has passed may
+   * miss it; the debugger accepts that. Optional until every adapter has it
+   * (see {@link StoreWithRegulations}).
+   */
+  listMessagesAfter?(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
+  /**
+   * How many of the source's messages have `afterSeq < seq < beforeSeq`
+   * (no upper bound when `beforeSeq` is undefined). The debugger stream uses
+   * it to tell a slow reader how many messages it skipped. Optional until
+   * every adapter has it.
+   */
+  countMessages?(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number>;
 
   // --- delivery ----------------------------------------------------------------------
   /**
@@ -82,6 +105,17 @@ export interface Store {
    * ignored (another worker took it over), and so are its attempts.
    */
   finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void>;
+  /**
+   * Optional. Makes pending deliveries leased by workers that are gone
+   * claimable at `now` instead of when their leases expire; the leases of
+   * `keepOwner` (the calling worker) stay. A worker calls it once as it
+   * starts, so a restart after a crash resumes at once. Only a single-node
+   * store (`capabilities.multiNode` false) can know that no other worker is
+   * alive, and it releases every other lease; multi-node stores leave it out,
+   * since they cannot tell a dead node from a live one, and their leases
+   * expire by themselves. Resolves how many leases were released.
+   */
+  releaseLeases?(keepOwner: string, now: number): Promise<number>;
   /** When the earliest pending delivery is due, or undefined when none is pending. */
   nextDeliveryDueAt(): Promise<number | undefined>;
   listDeliveries(filter: DeliveryFilter): Promise<DeliveryRecord[]>;
@@ -91,6 +125,78 @@ export interface Store {
    * window. Resolves how many were requeued.
    */
   requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number>;
+
+  // --- regulations: deletion and suppression requests ---------------------------------
+  // What each regulation type does is fixed by `regulationEffects` in
+  // src/domain/regulation.ts; adapters import it rather than repeat it. These
+  // methods are optional only until every adapter has them (see
+  // StoreWithRegulations at the end of this file).
+
+  /**
+   * Stores a request with one row per affected source (`stepSourceIds`),
+   * and applies its suppression effect, all in one commit:
+   * - A deleting type (`regulationEffects(type).deletes`): its source rows are
+   *   `PENDING` and it is `INITIALIZED`; with no affected source at all it is
+   *   `FINISHED` at once.
+   * - Any other type: its source rows are `FINISHED` and so is it.
+   * - Suppression `add`: each subject becomes suppressed on each of
+   *   `sourceIds`, or on every source (present and future) when `sourceIds` is
+   *   undefined. A suppression that already exists for the same user and the
+   *   same source (or "every source") now names this regulation.
+   * - Suppression `remove`: deletes the subjects' suppressions for each of
+   *   `sourceIds`, or every suppression of the subjects when `sourceIds` is
+   *   undefined. Naming sources does not lift a suppression for every source.
+   * - When the type has a suppression effect, the same commit bumps the config
+   *   version (so the caches of every node reload) and the store notifies
+   *   `config`.
+   * `createdAt` is also the request's and its source rows' `updatedAt`.
+   * Rejects, writing nothing, when a request with this id exists.
+   */
+  createRegulation?(regulation: NewRegulation): Promise<void>;
+  /**
+   * Requests newest first (`createdAt`, then id, both descending), only
+   * those of `status` when given, at most `limit`. Without their subject ids,
+   * which can be thousands a request: {@link getRegulation} has them.
+   */
+  listRegulations?(filter: RegulationFilter): Promise<RegulationRecord[]>;
+  /** One request with its subject ids (in the order stored), or undefined. */
+  getRegulation?(id: string): Promise<RegulationDetail | undefined>;
+  /** Up to `limit` `PENDING` source rows, those of the oldest requests (createdAt, id) first. */
+  listPendingRegulationSteps?(limit: number): Promise<RegulationStepKey[]>;
+  /**
+   * Runs one step (a request on one source) in one commit, or does nothing:
+   * 1. Claims it: the source row goes from `PENDING` to `FINISHED` (with
+   *    `updatedAt = at`). When the row is not `PENDING` (another node ran it,
+   *    it failed, or there is no such row) nothing is written and this
+   *    resolves false. Exclusive: of several calls for the same step at once,
+   *    from any number of nodes, exactly one resolves true; the claim is the
+   *    first write of the transaction, e.g. `UPDATE … WHERE status =
+   *    'PENDING' RETURNING`, so a concurrent one waits and then finds nothing.
+   * 2. Erases the source's messages whose `userId` is one of `eraseUserIds`,
+   *    except messages of type `delete`, together with their deliveries
+   *    (whatever their status; a worker's later outcome for one is ignored)
+   *    and those deliveries' attempts.
+   * 3. Stores `messages` with their given status and no de-duplication; an
+   *    `accepted` one gets a pending delivery to each of its `destinations`,
+   *    due at its `receivedAt`, as {@link appendMessages} does.
+   * 4. Sets the request's status: `RUNNING` while some of its source rows are
+   *    `PENDING`, otherwise `FAILED` if any failed, else `FINISHED`;
+   *    `updatedAt = at`. Other steps of the same request may commit at the
+   *    same time on other nodes and the status must still come out right,
+   *    e.g. by locking the request's row (`SELECT … FOR UPDATE`) before
+   *    counting its source rows.
+   * A crash before the commit leaves the step `PENDING`, with nothing of it
+   * written. Notifies `messages`, and `deliveries` when it created any.
+   */
+  runRegulationStep?(step: RegulationStepRun): Promise<boolean>;
+  /**
+   * Marks a `PENDING` source row `FAILED` with `error`, and sets the request's
+   * status as {@link runRegulationStep} does, in one commit. Resolves false,
+   * writing nothing, when the row is not `PENDING`.
+   */
+  failRegulationStep?(step: RegulationStepKey, error: string, at: number): Promise<boolean>;
+  /** Every suppression in force, in no particular order. */
+  listSuppressions?(): Promise<SuppressionRecord[]>;
 
   // --- change notification ------------------------------------------------------------
   /**
@@ -273,4 +379,91 @@ export interface DeliveryRecord {
 
 export interface DeliveryDetail extends DeliveryRecord {
   readonly attempts: readonly AttemptRecord[];
+}
+
+export interface NewRegulation {
+  /** Unique; chosen by the caller. */
+  readonly id: string;
+  readonly regulationType: RegulationType;
+  /** User ids, non-empty and without repeats. */
+  readonly subjectIds: readonly string[];
+  /** The sources the request names; undefined means every source, including sources created later. */
+  readonly sourceIds: readonly string[] | undefined;
+  /** The affected sources, one row each: `sourceIds`, or every source that exists at creation. */
+  readonly stepSourceIds: readonly string[];
+  readonly createdAt: number;
+}
+
+export interface RegulationFilter {
+  readonly status?: RegulationStatus | undefined;
+  readonly limit: number;
+}
+
+export interface RegulationSourceRecord {
+  readonly sourceId: string;
+  readonly status: RegulationStepStatus;
+  /** Why the step failed; only for `FAILED`. */
+  readonly error: string | undefined;
+  readonly updatedAt: number;
+}
+
+export interface RegulationRecord {
+  readonly id: string;
+  readonly regulationType: RegulationType;
+  readonly subjectCount: number;
+  readonly sourceIds: readonly string[] | undefined;
+  readonly status: RegulationStatus;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** One per affected source, ordered by source id. */
+  readonly sources: readonly RegulationSourceRecord[];
+}
+
+export interface RegulationDetail extends RegulationRecord {
+  readonly subjectIds: readonly string[];
+}
+
+export interface RegulationStepKey {
+  readonly regulationId: string;
+  readonly sourceId: string;
+}
+
+export interface RegulationStepRun extends RegulationStepKey {
+  /** Users whose stored messages on the source are erased. */
+  readonly eraseUserIds: readonly string[];
+  /** Messages to store in the same commit (the `delete` messages), each with `sourceId` = the step's source. */
+  readonly messages: readonly IngestEntry[];
+  readonly at: number;
+}
+
+export interface SuppressionRecord {
+  readonly userId: string;
+  /** Undefined: the user is suppressed on every source. */
+  readonly sourceId: string | undefined;
+  /** The request that started (or last renewed) it. */
+  readonly regulationId: string;
+  readonly createdAt: number;
+}
+
+/**
+ * The methods the debugger stream and regulations need. They are optional in
+ * {@link Store} only while an adapter still lacks them; once every adapter has
+ * them, they become required and this guard goes.
+ */
+const REGULATION_METHODS = [
+  'listMessagesAfter',
+  'countMessages',
+  'createRegulation',
+  'listRegulations',
+  'getRegulation',
+  'listPendingRegulationSteps',
+  'runRegulationStep',
+  'failRegulationStep',
+  'listSuppressions',
+] as const satisfies ReadonlyArray<keyof Store>;
+
+export type StoreWithRegulations = Store & Required<Pick<Store, (typeof REGULATION_METHODS)[number]>>;
+
+export function hasRegulations(store: Store): store is StoreWithRegulations {
+  return REGULATION_METHODS.every((method) => typeof store[method] === 'function');
 }

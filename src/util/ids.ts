@@ -5,3 +5,4 @@ export const newSourceId = (): string => `src_${randomToken(20)}`;
 export const newWriteKey = (): string => randomToken(32);
 export const newAdminToken = (): string => `sy_${randomToken(40)}`;
 export const newMessageId = (): string => randomUUID();
+export const newRegulationId = (): string => `reg_${randomToken(20)}`;

@@ -2,9 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { describeRegulationsContract } from './regulations-contract.js';
 import { describeStoreContract } from './store-contract.js';
 
-describeStoreContract('sqlite', async () => {
+const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promise<void> }> => {
   const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-store-'));
   const store = SqliteStore.open({ dataDir: dir, durability: 'process' });
   await store.migrate();
@@ -15,4 +16,7 @@ describeStoreContract('sqlite', async () => {
       await rm(dir, { recursive: true, force: true });
     },
   };
-});
+};
+
+describeStoreContract('sqlite', openSqlite);
+describeRegulationsContract('sqlite', openSqlite);

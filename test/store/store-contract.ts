@@ -137,6 +137,14 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       assert.equal(jobs.length, 2, 'duplicates create no delivery');
     });
 
+    it('de-duplicates a new messageId seen twice in one commit: accepted, then duplicate', async () => {
+      const source = await newSource();
+      const first = entry(source.id, { messageId: 'twice-in-one-commit', receivedAt: T0 });
+      const results = await store.appendMessages([first, entry(source.id), { ...first, receivedAt: T0 + 1 }], T0 - 1000);
+      assert.deepEqual(results.map((r) => r.status), ['accepted', 'accepted', 'duplicate']);
+      assert.equal((await store.listDeliveries({ sourceId: source.id, limit: 10 })).length, 2);
+    });
+
     it('leases due deliveries, and gives them out again once the lease expires', async () => {
       const source = await newSource();
       await store.appendMessages([entry(source.id, { receivedAt: T0 }), entry(source.id, { receivedAt: T0 })], 0);

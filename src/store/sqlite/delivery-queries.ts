@@ -117,6 +117,14 @@ export class DeliveryQueries {
     }
   }
 
+  releaseLeases(keepOwner: string, now: number): number {
+    return this.db
+      .prepare(`
+        UPDATE deliveries SET lease_owner = NULL, next_attempt_at = ?, updated_at = ?
+        WHERE status = 'pending' AND lease_owner IS NOT NULL AND lease_owner <> ?`)
+      .run(now, now, keepOwner).changes;
+  }
+
   nextDueAt(): number | undefined {
     return this.nextDue.get()?.due ?? undefined;
   }

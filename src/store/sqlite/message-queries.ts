@@ -22,6 +22,9 @@ export class MessageQueries {
   private readonly insertMessage: Statement<unknown[]>;
   private readonly insertDelivery: Statement<[string, number, string, number, number, number]>;
   private readonly recent: Statement<[string, number], MessageRow>;
+  private readonly after: Statement<[string, number, number], MessageRow>;
+  private readonly countAfter: Statement<[string, number]>;
+  private readonly countBetween: Statement<[string, number, number]>;
   private readonly appendAll: (entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[];
 
   constructor(private readonly db: Database) {
@@ -38,6 +41,9 @@ export class MessageQueries {
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
     this.recent = db.prepare(`SELECT * FROM messages WHERE source_id = ? ORDER BY seq DESC LIMIT ?`);
+    this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
+    this.countAfter = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ?`).pluck();
+    this.countBetween = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ? AND seq < ?`).pluck();
     this.appendAll = db.transaction((entries: readonly IngestEntry[], dedupeSince: number) =>
       entries.map((entry) => this.appendOne(entry, dedupeSince)),
     );
@@ -53,6 +59,14 @@ export class MessageQueries {
       const fresh = this.markSeen.run(entry.sourceId, entry.messageId, entry.receivedAt, dedupeSince).changes > 0;
       if (!fresh) status = 'duplicate';
     }
+    return { seq: this.insert(entry, status), status };
+  }
+
+  /**
+   * Stores one message as `status`, with its delivery jobs when accepted;
+   * no de-duplication. Call it inside a transaction. Returns its seq.
+   */
+  insert(entry: IngestEntry, status: MessageStatus): number {
     const seq = Number(
       this.insertMessage.run(
         entry.sourceId,
@@ -70,11 +84,20 @@ export class MessageQueries {
         this.insertDelivery.run(entry.sourceId, seq, destination, entry.receivedAt, entry.receivedAt, entry.receivedAt);
       }
     }
-    return { seq, status };
+    return seq;
   }
 
   listRecent(sourceId: string, limit: number): StoredMessage[] {
     return this.recent.all(sourceId, limit).map(toStoredMessage);
+  }
+
+  listAfter(sourceId: string, afterSeq: number, limit: number): StoredMessage[] {
+    return this.after.all(sourceId, afterSeq, limit).map(toStoredMessage);
+  }
+
+  count(sourceId: string, afterSeq: number, beforeSeq: number | undefined): number {
+    const count = beforeSeq === undefined ? this.countAfter.get(sourceId, afterSeq) : this.countBetween.get(sourceId, afterSeq, beforeSeq);
+    return count as number;
   }
 
   /** Deletes one batch of old rows per table; returns how many rows went. */

@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { SchemaTooNewError } from '../schema-error.js';
 
 /**
  * Schema versions, applied in order; `PRAGMA user_version` records the last
@@ -86,13 +87,44 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id);
   `,
+  // 2: regulations (deletion and suppression requests) and suppressions
+  `
+  -- subject_ids and source_ids are JSON arrays; source_ids NULL means every source.
+  CREATE TABLE regulations (
+    id              TEXT PRIMARY KEY,
+    regulation_type TEXT NOT NULL,
+    subject_ids     TEXT NOT NULL,
+    subject_count   INTEGER NOT NULL,
+    source_ids      TEXT,
+    status          TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX regulations_by_age ON regulations (created_at, id);
+
+  -- One row per affected source: the step that erases and sends deletes there.
+  CREATE TABLE regulation_sources (
+    regulation_id TEXT NOT NULL,
+    source_id     TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    error         TEXT,
+    updated_at    INTEGER NOT NULL,
+    PRIMARY KEY (regulation_id, source_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX regulation_sources_pending ON regulation_sources (regulation_id) WHERE status = 'PENDING';
+
+  -- source_id '*' means every source, present and future.
+  CREATE TABLE suppressions (
+    user_id       TEXT NOT NULL,
+    source_id     TEXT NOT NULL,
+    regulation_id TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    PRIMARY KEY (user_id, source_id)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
-
-export class SchemaTooNewError extends Error {
-  override readonly name = 'SchemaTooNewError';
-}
 
 /**
  * Brings the schema to {@link SCHEMA_VERSION}. Runs under an immediate
@@ -102,9 +134,7 @@ export function migrate(db: Database): void {
   db.transaction(() => {
     const current = db.pragma('user_version', { simple: true }) as number;
     if (current > SCHEMA_VERSION) {
-      throw new SchemaTooNewError(
-        `the database schema is version ${current}, newer than this Switchyard knows (${SCHEMA_VERSION}); upgrade Switchyard`,
-      );
+      throw new SchemaTooNewError(current, SCHEMA_VERSION);
     }
     for (let version = current; version < SCHEMA_VERSION; version++) {
       db.exec(MIGRATIONS[version]!);

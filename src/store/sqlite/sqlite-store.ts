@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
+import { regulationEffects } from '../../domain/regulation.js';
 import type { DestinationKind } from '../../domain/routing.js';
 import { sha256Hex } from '../../util/crypto.js';
 import type {
@@ -15,6 +16,12 @@ import type {
   DeliveryRecord,
   DestinationRecord,
   IngestEntry,
+  NewRegulation,
+  RegulationDetail,
+  RegulationFilter,
+  RegulationRecord,
+  RegulationStepKey,
+  RegulationStepRun,
   RequeueFilter,
   SourcePatch,
   SourceRecord,
@@ -22,10 +29,12 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionRecord,
 } from '../store.js';
 import { DeliveryQueries } from './delivery-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { migrate } from './migrations.js';
+import { RegulationQueries } from './regulation-queries.js';
 
 export interface SqliteStoreOptions {
   /** Folder of the database file; created when missing. `:memory:` for a private in-memory store. */
@@ -62,6 +71,7 @@ export class SqliteStore implements Store {
   private readonly events = new EventEmitter();
   private messages!: MessageQueries;
   private deliveries!: DeliveryQueries;
+  private regulations!: RegulationQueries;
 
   private constructor(private readonly db: Database) {
     this.events.setMaxListeners(0);
@@ -86,6 +96,7 @@ export class SqliteStore implements Store {
     migrate(this.db);
     this.messages = new MessageQueries(this.db);
     this.deliveries = new DeliveryQueries(this.db);
+    this.regulations = new RegulationQueries(this.db, this.messages);
   }
 
   async ping(): Promise<void> {
@@ -213,6 +224,53 @@ export class SqliteStore implements Store {
     return this.messages.listRecent(sourceId, limit);
   }
 
+  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
+    return this.messages.listAfter(sourceId, afterSeq, limit);
+  }
+
+  async countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number> {
+    return this.messages.count(sourceId, afterSeq, beforeSeq);
+  }
+
+  // --- regulations -------------------------------------------------------------------
+
+  async createRegulation(regulation: NewRegulation): Promise<void> {
+    if (regulationEffects(regulation.regulationType).suppression === undefined) {
+      this.db.transaction(() => this.regulations.create(regulation))();
+    } else {
+      this.configChange(() => this.regulations.create(regulation));
+    }
+  }
+
+  async listRegulations(filter: RegulationFilter): Promise<RegulationRecord[]> {
+    return this.regulations.list(filter);
+  }
+
+  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
+    return this.regulations.get(id);
+  }
+
+  async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {
+    return this.regulations.listPendingSteps(limit);
+  }
+
+  async runRegulationStep(step: RegulationStepRun): Promise<boolean> {
+    const ran = this.regulations.runStep(step);
+    if (ran) {
+      this.emit('messages');
+      if (step.messages.some((m) => m.status === 'accepted' && m.destinations.length > 0)) this.emit('deliveries');
+    }
+    return ran;
+  }
+
+  async failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean> {
+    return this.regulations.failStep(step, error, at);
+  }
+
+  async listSuppressions(): Promise<SuppressionRecord[]> {
+    return this.regulations.listSuppressions();
+  }
+
   // --- delivery ----------------------------------------------------------------------
 
   async claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
@@ -221,6 +279,13 @@ export class SqliteStore implements Store {
 
   async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void> {
     this.deliveries.finishAll(outcomes);
+  }
+
+  /** Single-node: every lease but the caller's belongs to a process that is gone (a crash, kill -9). */
+  async releaseLeases(keepOwner: string, now: number): Promise<number> {
+    const count = this.deliveries.releaseLeases(keepOwner, now);
+    if (count > 0) this.emit('deliveries');
+    return count;
   }
 
   async nextDeliveryDueAt(): Promise<number | undefined> {
