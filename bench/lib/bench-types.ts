@@ -1,0 +1,56 @@
+import type { CpuPlan } from './cpu-plan.js';
+import type { Target } from './target.js';
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** Settings shared by every bench of one `npm run bench`. */
+export interface RunOptions {
+  /** Measured seconds per side of a comparison (split over the rounds). */
+  readonly durationSec: number;
+  /** A comparison alternates baseline and Switchyard this many times each. */
+  readonly rounds: number;
+  readonly warmupSec: number;
+  readonly connections: number;
+  readonly store: StoreKind;
+  /** Admin connection used to create and drop a scratch database for `--store postgres`. */
+  readonly postgresUrl: string;
+  /** Point the Switchyard side at a second bare baseline: the ratio should come out near 1.0. */
+  readonly selfCheck: boolean;
+  /** Directory for V8 CPU profiles of every Switchyard process (written when it stops), or undefined. */
+  readonly cpuProfileDir: string | undefined;
+  /** Before each phase, wait up to this long for the rest of the machine to go idle (0: do not wait). */
+  readonly quietWaitSec: number;
+}
+
+/** What a bench gets from the runner; it starts and stops its own servers through it. */
+export interface BenchContext {
+  readonly options: RunOptions;
+  readonly cpus: CpuPlan;
+  /** Progress for humans; goes to stderr so stdout stays one JSON object. */
+  log(message: string): void;
+  /** A bare `node:http` server that parses each body as JSON and answers 200. */
+  startBaseline(label: string): Promise<Target>;
+  /** Switchyard on a fresh store, with one source whose write key is in the target's headers. */
+  startSwitchyard(label: string): Promise<Target>;
+}
+
+/**
+ * One bench's entry in the output. The shape beyond these fields is the
+ * bench's own, so that later benches (delivery, backlog) can report what
+ * fits them.
+ */
+export interface BenchReport {
+  readonly description: string;
+  /** What the ratio divides, e.g. "requests/s". */
+  readonly metric: string;
+  readonly ratio: number;
+  /** The DESIGN.md target for the ratio. */
+  readonly target: number;
+  readonly pass: boolean;
+  readonly [extra: string]: unknown;
+}
+
+export interface BenchDefinition {
+  readonly name: string;
+  run(context: BenchContext): Promise<BenchReport>;
+}
