@@ -48,7 +48,8 @@ export interface RunningSwitchyard {
 const CONFIG_POLL_MS = 1_000;
 const REGULATION_POLL_MS = 5_000;
 const PRUNE_EVERY_MS = 3_600_000;
-const MAX_ENTRIES_PER_COMMIT = 5_000;
+// A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
+const MAX_ENTRIES_PER_COMMIT = 1_000;
 
 /** Starts `serve`: the HTTP server and the background loops over one store. */
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {

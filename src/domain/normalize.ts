@@ -3,14 +3,15 @@ import { type CallType, type JsonObject, LIMITS, isCallType, isJsonObject } from
 
 /** What ingest knows about the request a call came in. */
 export interface CallContext {
-  /** Server time the request was received, in epoch milliseconds. */
+  /** Server time the request was received, in epoch milliseconds, and as ISO-8601 (made once per request). */
   readonly receivedAt: number;
+  readonly receivedAtIso: string;
   /** The client's address as seen by the server. */
   readonly ip: string | undefined;
   /** The call type fixed by the path (`/v1/track`); undefined for batch elements. */
   readonly pathType: CallType | undefined;
-  /** A batch's own `sentAt`, `context` and `integrations`, applied to each element. */
-  readonly batch?: { readonly sentAt: unknown; readonly context: unknown; readonly integrations: unknown };
+  /** A batch's own `sentAt` (see {@link parseInstant}), `context` and `integrations`, applied to each element. */
+  readonly batch?: { readonly sentAt: Instant | undefined; readonly context: unknown; readonly integrations: unknown };
   /** Makes a `messageId` for calls that came without one. */
   readonly newMessageId: () => string;
 }
@@ -179,20 +180,32 @@ function mergeUnder(outer: unknown, inner: unknown): JsonObject | undefined | ty
  */
 function stampTimes(message: JsonObject, ctx: CallContext): void {
   const original = parseTime(message['timestamp']);
-  const sentAt = parseTime(ctx.batch?.sentAt) ?? parseTime(message['sentAt']);
-  message['receivedAt'] = new Date(ctx.receivedAt).toISOString();
-  if (sentAt !== undefined) message['sentAt'] = new Date(sentAt).toISOString();
+  const sentAt = ctx.batch?.sentAt ?? parseInstant(message['sentAt']);
+  message['receivedAt'] = ctx.receivedAtIso;
+  if (sentAt !== undefined) message['sentAt'] = sentAt.iso;
   else delete message['sentAt'];
   if (original === undefined) {
-    message['timestamp'] = message['receivedAt'];
+    message['timestamp'] = ctx.receivedAtIso;
     return;
   }
   message['originalTimestamp'] = message['timestamp'];
-  const corrected = sentAt === undefined ? original : ctx.receivedAt - (sentAt - original);
+  const corrected = sentAt === undefined ? original : ctx.receivedAt - (sentAt.ms - original);
   message['timestamp'] = new Date(clampTime(corrected)).toISOString();
 }
 
 const MAX_TIME_MS = 8_640_000_000_000_000;
+
+/** A point in time, as epoch milliseconds and as the ISO-8601 string stored for it. */
+export interface Instant {
+  readonly ms: number;
+  readonly iso: string;
+}
+
+/** Reads a client time stamp; undefined when it is not a date string. */
+export function parseInstant(value: unknown): Instant | undefined {
+  const ms = parseTime(value);
+  return ms === undefined ? undefined : { ms, iso: new Date(clampTime(ms)).toISOString() };
+}
 
 function parseTime(value: unknown): number | undefined {
   if (typeof value !== 'string' || value.length > 64) return undefined;

@@ -1,6 +1,6 @@
 import type { CallType, JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
-import { type CallContext, type PreparedCall, prepareCall } from '../domain/normalize.js';
+import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
 import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
 import { ApiError } from '../errors.js';
 import type { IngestEntry, SourceRecord } from '../store/store.js';
@@ -10,6 +10,7 @@ export interface RequestFacts {
   /** Enabled destinations of the source. */
   readonly destinations: readonly DestinationKind[];
   readonly receivedAt: number;
+  readonly receivedAtIso: string;
   readonly ip: string | undefined;
   readonly newMessageId: () => string;
 }
@@ -32,27 +33,26 @@ export function entriesForBatch(body: JsonObject, bodyBytes: number, facts: Requ
   if (elements.length > LIMITS.batchElements) {
     throw new ApiError('too_many_batch_elements', `a batch holds at most ${LIMITS.batchElements} messages, got ${elements.length}`);
   }
-  // No element can be over the element limit when the whole body is under it.
-  if (bodyBytes > LIMITS.batchElementBytes) {
-    elements.forEach((element, index) => {
-      if (Buffer.byteLength(JSON.stringify(element) ?? '') > LIMITS.batchElementBytes) {
-        throw new ApiError(
-          'batch_element_too_large',
-          `batch element ${index} is over ${LIMITS.batchElementBytes / 1024} KB`,
-        );
-      }
-    });
-  }
   const ctx = callContext(facts, undefined, {
-    sentAt: body['sentAt'],
+    sentAt: parseInstant(body['sentAt']),
     context: isJsonObject(body['context']) ? body['context'] : undefined,
     integrations: isJsonObject(body['integrations']) ? body['integrations'] : undefined,
   });
-  return elements.map((element) => toEntry(prepareCall(element, ctx), facts));
+  const entries = elements.map((element) => toEntry(prepareCall(element, ctx), facts));
+  // The limit applies to each message as stored (serialized once, for the
+  // store); none can be over it when the whole body is under it.
+  if (bodyBytes > LIMITS.batchElementBytes) {
+    entries.forEach((entry, index) => {
+      if (entry.body.length > LIMITS.batchElementBytes / 3 && Buffer.byteLength(entry.body) > LIMITS.batchElementBytes) {
+        throw new ApiError('batch_element_too_large', `batch element ${index} is over ${LIMITS.batchElementBytes / 1024} KB`);
+      }
+    });
+  }
+  return entries;
 }
 
 function callContext(facts: RequestFacts, pathType: CallType | undefined, batch: CallContext['batch']): CallContext {
-  return { receivedAt: facts.receivedAt, ip: facts.ip, pathType, batch, newMessageId: facts.newMessageId };
+  return { receivedAt: facts.receivedAt, receivedAtIso: facts.receivedAtIso, ip: facts.ip, pathType, batch, newMessageId: facts.newMessageId };
 }
 
 function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {

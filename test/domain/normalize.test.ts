@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type CallContext, prepareCall } from '../../src/domain/normalize.js';
+import { type CallContext, parseInstant, prepareCall } from '../../src/domain/normalize.js';
 import { isRoutedTo } from '../../src/domain/routing.js';
 
 const RECEIVED = Date.parse('2026-01-01T12:00:00.000Z');
 let ids = 0;
 const ctx = (overrides: Partial<CallContext> = {}): CallContext => ({
   receivedAt: RECEIVED,
+  receivedAtIso: new Date(RECEIVED).toISOString(),
   ip: '203.0.113.9',
   pathType: 'track',
   newMessageId: () => `generated-${++ids}`,
@@ -45,7 +46,7 @@ describe('prepareCall: time stamps', () => {
   it("applies a batch's sentAt to its elements", () => {
     const message = accepted(
       { type: 'track', userId: 'u', event: 'E', timestamp: '2026-01-01T11:00:00.000Z' },
-      ctx({ pathType: undefined, batch: { sentAt: '2026-01-01T11:00:10.000Z', context: undefined, integrations: undefined } }),
+      ctx({ pathType: undefined, batch: { sentAt: parseInstant('2026-01-01T11:00:10.000Z'), context: undefined, integrations: undefined } }),
     );
     assert.equal(message['sentAt'], '2026-01-01T11:00:10.000Z');
     assert.equal(message['timestamp'], '2026-01-01T11:59:50.000Z');
