@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
@@ -15,10 +16,14 @@ interface MessageRow {
 }
 
 const PRUNE_BATCH = 2_000;
+/** De-duplication keys examined per prune chunk. */
+const PRUNE_SCAN = 20_000;
 
 /** Ingest's writes and the debugger's reads of the `messages` table. */
 export class MessageQueries {
-  private readonly markSeen: Statement<[string, string, number, number]>;
+  private readonly markSeen: Statement<[bigint, string, string, number, number]>;
+  /** Where the chunked scan of expired de-duplication keys goes on from. */
+  private dedupeCursor: bigint | undefined;
   private readonly insertMessage: Statement<unknown[]>;
   private readonly insertDelivery: Statement<[string, number, string, number, number, number]>;
   private readonly recent: Statement<[string, number], MessageRow>;
@@ -28,12 +33,12 @@ export class MessageQueries {
   private readonly appendAll: (entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[];
 
   constructor(private readonly db: Database) {
-    // An expired key is taken over, so the upsert changes a row exactly when
-    // the messageId was not seen within the window.
+    // The upsert changes a row exactly when the message is new: no key, an
+    // expired key, or (a hash collision) a key of another message.
     this.markSeen = db.prepare(`
-      INSERT INTO dedupe_keys (source_id, message_id, seen_at) VALUES (?, ?, ?)
-      ON CONFLICT (source_id, message_id) DO UPDATE SET seen_at = excluded.seen_at
-      WHERE dedupe_keys.seen_at < ?`);
+      INSERT INTO dedupe_keys (key, source_id, message_id, seen_at) VALUES (?, ?, ?, ?)
+      ON CONFLICT (key) DO UPDATE SET source_id = excluded.source_id, message_id = excluded.message_id, seen_at = excluded.seen_at
+      WHERE dedupe_keys.seen_at < ? OR dedupe_keys.message_id != excluded.message_id OR dedupe_keys.source_id != excluded.source_id`);
     this.insertMessage = db.prepare(`
       INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -56,7 +61,8 @@ export class MessageQueries {
   private appendOne(entry: IngestEntry, dedupeSince: number): AppendResult {
     let status: MessageStatus = entry.status;
     if (status === 'accepted' && entry.messageId !== undefined) {
-      const fresh = this.markSeen.run(entry.sourceId, entry.messageId, entry.receivedAt, dedupeSince).changes > 0;
+      const key = dedupeKey(entry.sourceId, entry.messageId);
+      const fresh = this.markSeen.run(key, entry.sourceId, entry.messageId, entry.receivedAt, dedupeSince).changes > 0;
       if (!fresh) status = 'duplicate';
     }
     return { seq: this.insert(entry, status), status };
@@ -100,6 +106,27 @@ export class MessageQueries {
     return count as number;
   }
 
+  /**
+   * Deletes one chunk of expired de-duplication keys, scanning the table in
+   * key order from where the previous call stopped (there is no index by
+   * age); a full pass ends when the scan wraps around.
+   */
+  private pruneDedupeChunk(before: number): number {
+    const rows = this.db
+      .prepare(`SELECT key, seen_at FROM dedupe_keys WHERE key > ? ORDER BY key LIMIT ?`)
+      .safeIntegers(true)
+      .all(this.dedupeCursor ?? -(2n ** 63n), PRUNE_SCAN) as Array<{ key: bigint; seen_at: bigint }>;
+    this.dedupeCursor = rows.length < PRUNE_SCAN ? undefined : rows.at(-1)!.key;
+    const expired = rows.filter((row) => row.seen_at < BigInt(before)).map((row) => row.key.toString());
+    if (expired.length === 0) return 0;
+    return this.db.prepare(`DELETE FROM dedupe_keys WHERE key IN (SELECT CAST(value AS INTEGER) FROM json_each(?))`).run(JSON.stringify(expired)).changes;
+  }
+
+  /** True while a chunked pass over the de-duplication keys is under way. */
+  get pruneInProgress(): boolean {
+    return this.dedupeCursor !== undefined;
+  }
+
   /** Deletes one batch of old rows per table; returns how many rows went. */
   pruneBatch(before: number, dedupeBefore: number): number {
     const finished = this.db
@@ -119,13 +146,14 @@ export class MessageQueries {
             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_seq = m.seq)
           ORDER BY seq LIMIT ?)`)
       .run(before, PRUNE_BATCH).changes;
-    removed += this.db
-      .prepare(`
-        DELETE FROM dedupe_keys WHERE (source_id, message_id) IN (
-          SELECT source_id, message_id FROM dedupe_keys WHERE seen_at < ? LIMIT ?)`)
-      .run(dedupeBefore, PRUNE_BATCH).changes;
+    removed += this.pruneDedupeChunk(dedupeBefore);
     return removed;
   }
+}
+
+/** The first 64 bits of SHA-256 over the source and message ids, as a signed SQLite integer. */
+function dedupeKey(sourceId: string, messageId: string): bigint {
+  return hash('sha256', `${sourceId}\u0000${messageId}`, 'buffer').readBigInt64BE(0);
 }
 
 function toStoredMessage(row: MessageRow): StoredMessage {

@@ -316,10 +316,11 @@ export class SqliteStore implements Store {
     for (;;) {
       const removed = this.db.transaction(() => this.messages.pruneBatch(before, dedupeBefore))();
       total += removed;
-      if (removed === 0) return total;
+      if (removed === 0 && !this.messages.pruneInProgress) return total;
       await nextTurn(); // let ingest and delivery run between batches
     }
   }
+
 }
 
 function toSource(row: SourceRow): SourceRecord {
