@@ -11,6 +11,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { backlogBenches } from './backlog.js';
+import { deliveryBenches } from './delivery.js';
 import { ingestBenches } from './ingest.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups } from './lib/children.js';
@@ -18,7 +20,7 @@ import { planCpus } from './lib/cpu-plan.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline } from './lib/target.js';
 
-const BENCHES: readonly BenchDefinition[] = [...ingestBenches];
+const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...backlogBenches];
 
 const USAGE = `usage: npm run bench -- [options]
   --only NAME[,NAME]   run only these benches (${BENCHES.map((b) => b.name).join(', ')})

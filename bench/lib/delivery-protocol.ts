@@ -1,0 +1,108 @@
+/**
+ * The contract between the delivery benches and their child processes
+ * (lib/delivery-receiver.ts, lib/delivery-poster.ts, lib/delivery-sender.ts).
+ * Each child gets one JSON argument and writes one JSON object per line to
+ * stdout. Times are epoch milliseconds with a fractional part
+ * (`performance.timeOrigin + performance.now()`), comparable across the
+ * processes of one machine.
+ */
+import type { LatencySummary } from './latency-histogram.js';
+
+/** Path the receiver counts POSTs on; everything under /_bench/ is control. */
+export const HOOK_PATH = '/hook';
+
+/** `POST /_bench/reset` on the receiver: starts a new phase, counting from zero. */
+export interface ReceiverReset {
+  readonly phase: string;
+  /** Counts at which to report the exact arrival time (`mark` lines). */
+  readonly marks: readonly number[];
+  /** Parse each body and record `now - properties.sentAtMs` for messages with `properties.benchPhase === 'measured'`. */
+  readonly latency: boolean;
+  /** Latencies above this count as slow in `perSecond` (latency phases only). */
+  readonly slowMs?: number;
+}
+
+export type ReceiverLine =
+  | { readonly event: 'listening'; readonly port: number }
+  /** Every PROGRESS_MS while a phase runs, whether or not anything arrived. */
+  | { readonly event: 'progress'; readonly phase: string; readonly count: number; readonly at: number }
+  | { readonly event: 'mark'; readonly phase: string; readonly count: number; readonly at: number };
+
+/** `GET /_bench/stats`. */
+export interface ReceiverStats {
+  readonly phase: string;
+  readonly count: number;
+  /** POSTs that carried an X-Signature header. */
+  readonly signed: number;
+  readonly firstAt: number | undefined;
+  readonly lastAt: number | undefined;
+  /** Messages of the measured part, latency phases only. */
+  readonly measured: number;
+  /** Send to arrival, ms, of the measured messages. */
+  readonly latencyMs: LatencySummary;
+  /**
+   * The measured messages by the second (from the first one) they were sent
+   * in: how many, how many took longer than `slowMs`, and the slowest. Shows
+   * whether a bad p99 is one stall or a steady state.
+   */
+  readonly perSecond: ReadonlyArray<{ readonly second: number; readonly messages: number; readonly slow: number; readonly maxMs: number }>;
+  readonly cpuSec: number;
+}
+
+/** Arguments of lib/delivery-poster.ts, the bare-undici baseline. */
+export interface PosterArgs {
+  readonly url: string;
+  readonly count: number;
+  readonly concurrency: number;
+  readonly idPrefix: string;
+  readonly receivedAt: number;
+  readonly sharedSecret: string;
+  readonly userAgent: string;
+}
+
+export type PosterLine =
+  | { readonly event: 'ready'; readonly prepareSec: number }
+  | {
+      readonly event: 'done';
+      readonly ok: number;
+      readonly non2xx: number;
+      readonly errors: number;
+      readonly firstError: string | undefined;
+      readonly elapsedSec: number;
+      readonly cpuSec: number;
+    }
+  | { readonly event: 'error'; readonly message: string };
+
+/** Arguments of lib/delivery-sender.ts, the paced Tracking API client. */
+export interface SenderArgs {
+  readonly url: string;
+  readonly authorization: string;
+  readonly ratePerSec: number;
+  readonly warmupSec: number;
+  readonly durationSec: number;
+  readonly idPrefix: string;
+  readonly connections: number;
+}
+
+export type SenderLine =
+  | { readonly event: 'measuring' }
+  | {
+      readonly event: 'result';
+      readonly sentWarmup: number;
+      readonly sentMeasured: number;
+      /** 2xx answers to measured messages: the ones the receiver must see. */
+      readonly okMeasured: number;
+      readonly non2xx: number;
+      readonly errors: number;
+      readonly firstError: string | undefined;
+      /** How far the sender fell behind its schedule at worst, ms. */
+      readonly maxScheduleLagMs: number;
+      readonly ingestLatencyMs: LatencySummary;
+      readonly cpuSec: number;
+    }
+  | { readonly event: 'error'; readonly message: string };
+
+/** Epoch milliseconds with sub-millisecond resolution. */
+export function preciseNow(): number {
+  return performance.timeOrigin + performance.now();
+}
