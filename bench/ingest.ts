@@ -15,6 +15,41 @@ interface IngestSpec {
   /** The figure whose ratio is judged. */
   readonly metric: 'requests/s' | 'messages/s';
   readonly target: number;
+  /** Keep the source's live debugger stream open and read throughout (the cost of a watching admin). */
+  readonly withDebuggerStream?: boolean;
+}
+
+interface OpenStream {
+  /** Messages received on the stream so far. */
+  events(): number;
+  close(): void;
+}
+
+/** Opens GET /admin/v1/sources/:id/debugger/stream and reads it as fast as it comes. */
+async function openDebuggerStream(target: Target): Promise<OpenStream> {
+  if (target.admin === undefined) throw new Error(`${target.label} has no admin API to stream from`);
+  const controller = new AbortController();
+  const response = await fetch(`${target.url}/admin/v1/sources/${target.admin.sourceId}/debugger/stream`, {
+    headers: { authorization: `Bearer ${target.admin.token}` },
+    signal: controller.signal,
+  });
+  if (response.status !== 200 || response.body === null) throw new Error(`debugger stream answered ${response.status}`);
+  let events = 0;
+  const decoder = new TextDecoder();
+  const reader = response.body.getReader();
+  void (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        // One `id:` line per message event.
+        events += decoder.decode(value, { stream: true }).split('\nid:').length - 1;
+      }
+    } catch {
+      // aborted by close()
+    }
+  })();
+  return { events: () => events, close: () => controller.abort() };
 }
 
 function ingestBench(spec: IngestSpec): BenchDefinition {
@@ -27,7 +62,13 @@ function ingestBench(spec: IngestSpec): BenchDefinition {
         switchyard = context.options.selfCheck
           ? await context.startBaseline(`${spec.name} second baseline (self-check)`)
           : await context.startSwitchyard(`${spec.name} switchyard`);
-        const comparison = await compareUnderLoad(context, { name: spec.name, baseline, switchyard, payload: spec.payload });
+        const stream = spec.withDebuggerStream === true && !context.options.selfCheck ? await openDebuggerStream(switchyard) : undefined;
+        let comparison;
+        try {
+          comparison = await compareUnderLoad(context, { name: spec.name, baseline, switchyard, payload: spec.payload });
+        } finally {
+          stream?.close();
+        }
         const figure = spec.metric === 'requests/s' ? 'requestsPerSec' : 'messagesPerSec';
         const denominator = comparison.baseline[figure];
         const ratio = denominator > 0 ? Math.round((comparison.switchyard[figure] / denominator) * 1000) / 1000 : 0;
@@ -48,6 +89,7 @@ function ingestBench(spec: IngestSpec): BenchDefinition {
           roundRatios: comparison.roundRatios,
           phases: comparison.phases,
           notes: comparisonNotes(comparison),
+          ...(stream !== undefined && { debuggerStreamEvents: stream.events() }),
         };
       } finally {
         await switchyard?.stop();
@@ -64,6 +106,14 @@ export const ingestBenches: readonly BenchDefinition[] = [
     payload: { kind: 'track' },
     metric: 'requests/s',
     target: 0.75,
+  }),
+  ingestBench({
+    name: 'ingest.track.debugger',
+    description: 'ingest.track with the source\'s live debugger stream open and read throughout (issue 5: the debugger must not slow ingest)',
+    payload: { kind: 'track' },
+    metric: 'requests/s',
+    target: 0.75,
+    withDebuggerStream: true,
   }),
   ingestBench({
     name: 'ingest.batch',

@@ -48,7 +48,7 @@ export async function startSwitchyard(label: string, options: RunOptions, cpus: 
       await waitHealthy(child, url, label);
       const source = await createSource(url, adminToken);
       const basic = Buffer.from(`${source.writeKey}:`).toString('base64');
-      return { ...target, headers: { authorization: `Basic ${basic}` } };
+      return { ...target, headers: { authorization: `Basic ${basic}` }, admin: { token: adminToken, sourceId: source.id } };
     } catch (error) {
       await target.stop();
       throw error;

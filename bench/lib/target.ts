@@ -10,6 +10,8 @@ export interface Target {
   readonly url: string;
   /** Headers every request needs (the write key, for Switchyard). */
   readonly headers: Readonly<Record<string, string>>;
+  /** Switchyard only: the admin token and the bench source, for benches that use the admin API. */
+  readonly admin?: { readonly token: string; readonly sourceId: string };
   readonly pid: number;
   /** CPU seconds used so far; undefined once the process is gone. */
   cpuSeconds(): number | undefined;
