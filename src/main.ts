@@ -20,15 +20,24 @@ import { SuppressionList } from './regulations/suppression-list.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { PostgresStore } from './store/postgres/postgres-store.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
-import { type Store, hasRegulations } from './store/store.js';
+import type { Store } from './store/store.js';
 import { newMessageId } from './util/ids.js';
 
-/** The only place that picks a store adapter. Resolves a migrated store. */
-export async function openStore(config: Config): Promise<Store> {
+/**
+ * The only place that picks a store adapter. Resolves a migrated store.
+ * `logger` hears the PostgreSQL connection errors nobody awaits (a pooled
+ * connection or the LISTEN connection dropping; both are replaced). The CLI
+ * passes none: its short runs do not LISTEN, and a query that fails tells it.
+ */
+export async function openStore(config: Config, logger?: Logger): Promise<Store> {
   const store =
     config.databaseUrl === undefined
       ? SqliteStore.open({ dataDir: config.dataDir, durability: config.durability })
-      : PostgresStore.open({ databaseUrl: config.databaseUrl, durability: config.durability });
+      : PostgresStore.open({
+          databaseUrl: config.databaseUrl,
+          durability: config.durability,
+          onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection error'),
+        });
   try {
     await store.migrate();
   } catch (error) {
@@ -53,7 +62,7 @@ const MAX_ENTRIES_PER_COMMIT = 1_000;
 
 /** Starts `serve`: the HTTP server and the background loops over one store. */
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {
-  const store = await openStore(config);
+  const store = await openStore(config, logger);
   const now = Date.now;
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
@@ -65,12 +74,9 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   await directory.start();
   const defaultSource = await createDefaultSourceOnce(store, sources);
 
-  // Regulations and the live debugger need store methods an adapter may still lack.
-  const regulationStore = hasRegulations(store) ? store : undefined;
-  if (regulationStore === undefined) logger.warn({ store: store.capabilities.name }, 'this store has no regulations yet: no suppression, deletion or live debugger');
-  const suppressions = regulationStore && new SuppressionList(regulationStore, { pollMs: CONFIG_POLL_MS, onError });
-  await suppressions?.start();
-  const runner = regulationStore && new RegulationRunner({ store: regulationStore, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
+  const suppressions = new SuppressionList(store, { pollMs: CONFIG_POLL_MS, onError });
+  await suppressions.start();
+  const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -85,14 +91,14 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, metrics, now, newMessageId, screen: suppressions && ((entries) => suppressions.screen(entries)) },
+    tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
     admin: {
       auth,
       sources,
       extensions: [
         deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
-        debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: regulationStore, onError }),
-        ...(regulationStore === undefined ? [] : [regulationRoutes(new RegulationAdmin(regulationStore, { now, suppressions, runner }))]),
+        debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
+        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
       ],
     },
   });
@@ -107,7 +113,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   const port = (app.server.address() as AddressInfo).port;
   const worker = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
   await worker.start();
-  runner?.start();
+  runner.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -122,9 +128,9 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         clearInterval(pruner);
         await app.close();
         await worker.stop();
-        await runner?.stop();
+        await runner.stop();
         directory.stop();
-        suppressions?.stop();
+        suppressions.stop();
         await store.close();
       })();
       return closing;

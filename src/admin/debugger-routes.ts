@@ -4,8 +4,8 @@ import { DebuggerStream, type StreamStore } from './debugger-stream.js';
 
 export interface DebuggerRoutesOptions {
   readonly admin: DebuggerAdmin;
-  /** The store the live stream reads; without it (an adapter that lacks the methods) there is no stream route. */
-  readonly streamStore: StreamStore | undefined;
+  /** The store the live stream reads. */
+  readonly streamStore: StreamStore;
   readonly onError: (error: unknown) => void;
 }
 
@@ -19,7 +19,6 @@ export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyIns
     app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/sources/:id/debugger', async (request) =>
       admin.list(request.params.id, request.query),
     );
-    if (streamStore === undefined) return;
 
     const open = new Set<DebuggerStream>();
     // Streams never end by themselves, and the server's close waits for every

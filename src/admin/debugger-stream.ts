@@ -1,9 +1,9 @@
 import type { ServerResponse } from 'node:http';
-import type { StoreWithRegulations } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { viewMessage } from './debugger-admin.js';
 
 /** What a stream reads: new messages after a cursor, and change notifications. */
-export type StreamStore = Pick<StoreWithRegulations, 'listMessagesAfter' | 'countMessages' | 'listRecentMessages' | 'subscribe'>;
+export type StreamStore = Pick<Store, 'listMessagesAfter' | 'countMessages' | 'listRecentMessages' | 'subscribe'>;
 
 export interface DebuggerStreamOptions {
   readonly store: StreamStore;

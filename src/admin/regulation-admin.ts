@@ -11,7 +11,7 @@ import {
 import { ApiError } from '../errors.js';
 import type { RegulationRunner } from '../regulations/regulation-runner.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
-import type { RegulationDetail, RegulationRecord, StoreWithRegulations } from '../store/store.js';
+import type { RegulationDetail, RegulationRecord, Store } from '../store/store.js';
 import { newRegulationId } from '../util/ids.js';
 import { limitParam } from './validate.js';
 
@@ -47,7 +47,7 @@ const NAMED_UNKNOWN = 5;
 /** Deletion and suppression requests: creating and reading them. */
 export class RegulationAdmin {
   constructor(
-    private readonly store: StoreWithRegulations,
+    private readonly store: Store,
     private readonly options: RegulationAdminOptions,
   ) {}
 

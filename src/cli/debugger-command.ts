@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DebuggerAdmin, type DebuggerEntry, viewMessage } from '../admin/debugger-admin.js';
-import { type Store, type StoreWithRegulations, hasRegulations } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { parseArgs } from './args.js';
 
 export const DEBUGGER_USAGE = `  debugger SOURCE_ID [--limit N] [--follow]
@@ -42,14 +42,13 @@ export async function debuggerCommand(argv: readonly string[], kit: DebuggerKit)
     const { messages } = await admin.list(sourceId, { limit });
     for (const entry of messages.toReversed()) process.stdout.write(`${debuggerLine(entry)}\n`);
     if (follow !== true) return undefined;
-    if (!hasRegulations(store)) throw new Error(`--follow needs a store that lists messages after a point, which the ${store.capabilities.name} store does not do yet`);
     await followMessages(store, sourceId, messages[0]?.seq ?? (await admin.streamCursor(sourceId, undefined)));
     return undefined;
   });
 }
 
 /** Prints new messages every {@link FOLLOW_POLL_MS} until SIGINT or SIGTERM. */
-async function followMessages(store: StoreWithRegulations, sourceId: string, afterSeq: number): Promise<void> {
+async function followMessages(store: Store, sourceId: string, afterSeq: number): Promise<void> {
   const stop = new AbortController();
   const onSignal = (): void => stop.abort();
   process.once('SIGINT', onSignal);

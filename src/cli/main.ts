@@ -2,6 +2,7 @@ import { SourceAdmin } from '../admin/source-admin.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { ApiError } from '../errors.js';
 import { openStore, startSwitchyard } from '../main.js';
+import { SchemaTooNewError } from '../store/schema-error.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { parseArgs } from './args.js';
@@ -119,7 +120,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
     process.stderr.write(`switchyard: ${error.message}\n\n${USAGE}`);
     process.exitCode = 2;
-  } else if (error instanceof ConfigError || error instanceof ApiError) {
+  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
   } else {

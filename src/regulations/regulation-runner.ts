@@ -1,8 +1,8 @@
 import { deleteMessageBody } from '../domain/regulation.js';
-import type { IngestEntry, RegulationDetail, RegulationStepKey, StoreWithRegulations } from '../store/store.js';
+import type { IngestEntry, RegulationDetail, RegulationStepKey, Store } from '../store/store.js';
 
 export interface RegulationRunnerOptions {
-  readonly store: StoreWithRegulations;
+  readonly store: Store;
   readonly now: () => number;
   readonly newMessageId: () => string;
   /** How often to look for steps left by a restart or created on another node. */

@@ -1,5 +1,5 @@
 import { suppressionReason } from '../domain/regulation.js';
-import type { IngestEntry, StoreWithRegulations } from '../store/store.js';
+import type { IngestEntry, Store } from '../store/store.js';
 
 /** The suppressions of one user: for every source, and per source; values are regulation ids. */
 interface UserSuppressions {
@@ -23,7 +23,7 @@ export class SuppressionList {
   private reloadAgain = false;
 
   constructor(
-    private readonly store: StoreWithRegulations,
+    private readonly store: Store,
     private readonly options: { readonly pollMs: number; readonly onError: (error: unknown) => void },
   ) {}
 

@@ -81,17 +81,15 @@ export interface Store {
    * ascending), at most `limit`. The debugger stream pages with it, passing
    * the last seq it sent. On a multi-node store a transaction can commit
    * after one holding a higher seq, so a reader whose cursor has passed may
-   * miss it; the debugger accepts that. Optional until every adapter has it
-   * (see {@link StoreWithRegulations}).
+   * miss it; the debugger accepts that.
    */
-  listMessagesAfter?(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
+  listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
   /**
    * How many of the source's messages have `afterSeq < seq < beforeSeq`
    * (no upper bound when `beforeSeq` is undefined). The debugger stream uses
-   * it to tell a slow reader how many messages it skipped. Optional until
-   * every adapter has it.
+   * it to tell a slow reader how many messages it skipped.
    */
-  countMessages?(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number>;
+  countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number>;
 
   // --- delivery ----------------------------------------------------------------------
   /**
@@ -128,9 +126,7 @@ export interface Store {
 
   // --- regulations: deletion and suppression requests ---------------------------------
   // What each regulation type does is fixed by `regulationEffects` in
-  // src/domain/regulation.ts; adapters import it rather than repeat it. These
-  // methods are optional only until every adapter has them (see
-  // StoreWithRegulations at the end of this file).
+  // src/domain/regulation.ts; adapters import it rather than repeat it.
 
   /**
    * Stores a request with one row per affected source (`stepSourceIds`),
@@ -152,17 +148,17 @@ export interface Store {
    * `createdAt` is also the request's and its source rows' `updatedAt`.
    * Rejects, writing nothing, when a request with this id exists.
    */
-  createRegulation?(regulation: NewRegulation): Promise<void>;
+  createRegulation(regulation: NewRegulation): Promise<void>;
   /**
    * Requests newest first (`createdAt`, then id, both descending), only
    * those of `status` when given, at most `limit`. Without their subject ids,
    * which can be thousands a request: {@link getRegulation} has them.
    */
-  listRegulations?(filter: RegulationFilter): Promise<RegulationRecord[]>;
+  listRegulations(filter: RegulationFilter): Promise<RegulationRecord[]>;
   /** One request with its subject ids (in the order stored), or undefined. */
-  getRegulation?(id: string): Promise<RegulationDetail | undefined>;
+  getRegulation(id: string): Promise<RegulationDetail | undefined>;
   /** Up to `limit` `PENDING` source rows, those of the oldest requests (createdAt, id) first. */
-  listPendingRegulationSteps?(limit: number): Promise<RegulationStepKey[]>;
+  listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]>;
   /**
    * Runs one step (a request on one source) in one commit, or does nothing:
    * 1. Claims it: the source row goes from `PENDING` to `FINISHED` (with
@@ -188,15 +184,15 @@ export interface Store {
    * A crash before the commit leaves the step `PENDING`, with nothing of it
    * written. Notifies `messages`, and `deliveries` when it created any.
    */
-  runRegulationStep?(step: RegulationStepRun): Promise<boolean>;
+  runRegulationStep(step: RegulationStepRun): Promise<boolean>;
   /**
    * Marks a `PENDING` source row `FAILED` with `error`, and sets the request's
    * status as {@link runRegulationStep} does, in one commit. Resolves false,
    * writing nothing, when the row is not `PENDING`.
    */
-  failRegulationStep?(step: RegulationStepKey, error: string, at: number): Promise<boolean>;
+  failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean>;
   /** Every suppression in force, in no particular order. */
-  listSuppressions?(): Promise<SuppressionRecord[]>;
+  listSuppressions(): Promise<SuppressionRecord[]>;
 
   // --- change notification ------------------------------------------------------------
   /**
@@ -443,27 +439,4 @@ export interface SuppressionRecord {
   /** The request that started (or last renewed) it. */
   readonly regulationId: string;
   readonly createdAt: number;
-}
-
-/**
- * The methods the debugger stream and regulations need. They are optional in
- * {@link Store} only while an adapter still lacks them; once every adapter has
- * them, they become required and this guard goes.
- */
-const REGULATION_METHODS = [
-  'listMessagesAfter',
-  'countMessages',
-  'createRegulation',
-  'listRegulations',
-  'getRegulation',
-  'listPendingRegulationSteps',
-  'runRegulationStep',
-  'failRegulationStep',
-  'listSuppressions',
-] as const satisfies ReadonlyArray<keyof Store>;
-
-export type StoreWithRegulations = Store & Required<Pick<Store, (typeof REGULATION_METHODS)[number]>>;
-
-export function hasRegulations(store: Store): store is StoreWithRegulations {
-  return REGULATION_METHODS.every((method) => typeof store[method] === 'function');
 }

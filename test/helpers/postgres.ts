@@ -89,3 +89,23 @@ async function admin(sql: string): Promise<void> {
     await client.end();
   }
 }
+
+/** Runs one query on its own connection to `url` (the test's view from outside the stores). */
+export async function query<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    return (await client.query<R>(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** Backend pids of the sessions LISTENing on `url`'s database (their last statement was the LISTEN), one per store. */
+export async function listenerPids(url: string): Promise<number[]> {
+  const rows = await query<{ pid: number }>(
+    url,
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN switchyard_%'`,
+  );
+  return rows.map((r) => r.pid);
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RegulationRunner } from '../../src/regulations/regulation-runner.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { RegulationStepRun, StoreWithRegulations } from '../../src/store/store.js';
+import type { RegulationStepRun, Store } from '../../src/store/store.js';
 import { eventually } from '../helpers/switchyard.js';
 
 void describe('regulation runner', () => {
@@ -27,7 +27,7 @@ void describe('regulation runner', () => {
 
     // The store as the runner sees it, with one source's step always failing.
     let brokenTries = 0;
-    const failing: StoreWithRegulations = Object.create(store, {
+    const failing: Store = Object.create(store, {
       runRegulationStep: {
         value: async (step: RegulationStepRun): Promise<boolean> => {
           if (step.sourceId !== 'src_broken') return store.runRegulationStep(step);
@@ -35,7 +35,7 @@ void describe('regulation runner', () => {
           throw new Error('disk on fire', { cause: new Error('underneath') });
         },
       },
-    }) as StoreWithRegulations;
+    }) as Store;
     const errors: unknown[] = [];
     const runner = new RegulationRunner({ store: failing, now: () => 1_000, newMessageId: () => 'm-1', pollMs: 10, onError: (e) => errors.push(e) });
     runner.start();

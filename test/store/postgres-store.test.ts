@@ -1,37 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { SchemaTooNewError } from '../../src/store/schema-error.js';
 import type { IngestEntry, Store, StoreTopic } from '../../src/store/store.js';
-import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
+import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';
 import { eventually } from '../helpers/switchyard.js';
+import { describeRegulationsContract } from './regulations-contract.js';
 import { describeStoreContract } from './store-contract.js';
 
 const T0 = 1_700_000_000_000;
 
 const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
-
-/** Runs one query on its own connection to `url` (the test's view from outside the stores). */
-async function query<R extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
-  await client.connect();
-  try {
-    return (await client.query<R>(sql, values)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-/** Backend pids of the sessions LISTENing on `url`'s database (their last statement was the LISTEN). */
-async function listenerPids(url: string): Promise<number[]> {
-  const rows = await query<{ pid: number }>(
-    url,
-    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN switchyard_%'`,
-  );
-  return rows.map((r) => r.pid);
-}
 
 let counter = 0;
 function entry(sourceId: string, overrides: Partial<IngestEntry> = {}): IngestEntry {
@@ -53,19 +33,22 @@ async function addSource(store: Store, id: string): Promise<void> {
   await store.insertSource({ id, name: id, writeKey: `key_${id}_${Math.random()}`, enabled: true, createdAt: T0, updatedAt: T0 });
 }
 
+const openFresh = async (): Promise<{ store: Store; cleanup: () => Promise<void> }> => {
+  const db = await freshDatabase();
+  const store = openStore(db.url);
+  await store.migrate();
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await db.drop();
+    },
+  };
+};
+
 await describePostgres('PostgreSQL store', () => {
-  describeStoreContract('postgres', async () => {
-    const db = await freshDatabase();
-    const store = openStore(db.url);
-    await store.migrate();
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await db.drop();
-      },
-    };
-  });
+  describeStoreContract('postgres', openFresh);
+  describeRegulationsContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
     let db: FreshDatabase;

@@ -1,20 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { RegulationType } from '../../src/domain/regulation.js';
-import {
-  type IngestEntry,
-  type NewRegulation,
-  type SourceRecord,
-  type Store,
-  type StoreWithRegulations,
-  hasRegulations,
-} from '../../src/store/store.js';
+import type { IngestEntry, NewRegulation, SourceRecord, Store } from '../../src/store/store.js';
 
 /**
  * The Store contract of the debugger's paging and of regulations (deletion
  * and suppression requests): one suite every adapter runs, like
- * store-contract.ts. `open` gives a fresh, migrated, empty store. An adapter
- * without the methods yet has every case skipped, by name.
+ * store-contract.ts. `open` gives a fresh, migrated, empty store.
  */
 export function describeRegulationsContract(name: string, open: () => Promise<{ store: Store; cleanup: () => Promise<void> }>): void {
   void describe(`Store contract, debugger and regulations: ${name}`, () => {
@@ -30,14 +22,8 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       await cleanup();
     });
 
-    const test = (title: string, body: (store: StoreWithRegulations) => Promise<void>): void => {
-      void it(title, async (t) => {
-        if (!hasRegulations(base)) {
-          t.skip(`the ${base.capabilities.name} store has no regulation methods yet`);
-          return;
-        }
-        await body(base);
-      });
+    const test = (title: string, body: (store: Store) => Promise<void>): void => {
+      void it(title, () => body(base));
     };
 
     const newSource = async (store: Store): Promise<SourceRecord> => {

@@ -32,7 +32,22 @@ export async function appendMessages(
   dedupeSince: number,
 ): Promise<{ results: AppendResult[]; deliveriesAdded: boolean }> {
   const statuses = await dedupe(client, entries, dedupeSince);
+  const { seqs, deliveriesAdded } = await insertMessages(client, entries, statuses);
+  return { results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded };
+}
 
+/**
+ * Stores `entries` with the given statuses, and a pending delivery to each
+ * destination of the accepted ones, due at its receivedAt; no
+ * de-duplication. Two statements whatever their number, in the caller's
+ * transaction. Returns their seqs in the order of `entries`.
+ */
+export async function insertMessages(
+  client: pg.ClientBase,
+  entries: readonly IngestEntry[],
+  statuses: readonly MessageStatus[],
+): Promise<{ seqs: number[]; deliveriesAdded: boolean }> {
+  if (entries.length === 0) return { seqs: [], deliveriesAdded: false };
   // ORDER BY ord makes the identity hand out seqs in the order of
   // `entries`; sorting the returned seqs then lines them up with it.
   const inserted = await client.query<{ seq: number }>(
@@ -75,7 +90,7 @@ export async function appendMessages(
       [jobs.sourceIds, jobs.seqs, jobs.destinations, jobs.at],
     );
   }
-  return { results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded: jobs.seqs.length > 0 };
+  return { seqs, deliveriesAdded: jobs.seqs.length > 0 };
 }
 
 /**
@@ -149,6 +164,23 @@ async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], de
 export async function listRecentMessages(pool: pg.Pool, sourceId: string, limit: number): Promise<StoredMessage[]> {
   const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE source_id = $1 ORDER BY seq DESC LIMIT $2`, [sourceId, limit]);
   return rows.map(toStoredMessage);
+}
+
+export async function listMessagesAfter(pool: pg.Pool, sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
+  const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE source_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [
+    sourceId,
+    afterSeq,
+    limit,
+  ]);
+  return rows.map(toStoredMessage);
+}
+
+export async function countMessages(pool: pg.Pool, sourceId: string, afterSeq: number, beforeSeq: number | undefined): Promise<number> {
+  const { rows } = await pool.query<{ count: number }>(
+    `SELECT count(*) FROM messages WHERE source_id = $1 AND seq > $2 AND ($3::bigint IS NULL OR seq < $3)`,
+    [sourceId, afterSeq, beforeSeq ?? null],
+  );
+  return rows[0]!.count;
 }
 
 /**

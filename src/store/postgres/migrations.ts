@@ -107,6 +107,51 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id);
   `,
+  // 2: regulations (deletion and suppression requests) and suppressions
+  `
+  -- Ids here are opaque: COLLATE "C" orders them by their bytes, as SQLite
+  -- does, whatever the database's locale, and lets the indexes serve the
+  -- ORDER BYs of the lists.
+  -- subject_ids and source_ids are text[] rather than jsonb: node-postgres
+  -- passes a JavaScript string[] as text[] and reads it back as one, in
+  -- order, with no JSON on either side; the statements that suppress and
+  -- erase take the same ids as text[] parameters (unnest, = ANY); and nothing
+  -- queries inside them, which is what jsonb would be for. jsonb rejects
+  -- U+0000 outright and text[] cannot hold it either, so user ids are stored
+  -- as messages.user_id stores them, U+0000 as U+FFFD, and erasing matches.
+  -- source_ids NULL means every source.
+  CREATE TABLE regulations (
+    id              text COLLATE "C" PRIMARY KEY,
+    regulation_type text NOT NULL,
+    subject_ids     text[] NOT NULL,
+    subject_count   integer NOT NULL,
+    source_ids      text[],
+    status          text NOT NULL,
+    created_at      bigint NOT NULL,
+    updated_at      bigint NOT NULL
+  );
+  CREATE INDEX regulations_by_age ON regulations (created_at, id);
+
+  -- One row per affected source: the step that erases and sends deletes there.
+  CREATE TABLE regulation_sources (
+    regulation_id text COLLATE "C" NOT NULL,
+    source_id     text COLLATE "C" NOT NULL,
+    status        text NOT NULL,
+    error         text,
+    updated_at    bigint NOT NULL,
+    PRIMARY KEY (regulation_id, source_id)
+  );
+  CREATE INDEX regulation_sources_pending ON regulation_sources (regulation_id) WHERE status = 'PENDING';
+
+  -- source_id '*' means every source, present and future.
+  CREATE TABLE suppressions (
+    user_id       text NOT NULL,
+    source_id     text NOT NULL,
+    regulation_id text NOT NULL,
+    created_at    bigint NOT NULL,
+    PRIMARY KEY (user_id, source_id)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
+import { regulationEffects } from '../../domain/regulation.js';
 import type { DestinationKind } from '../../domain/routing.js';
-import { sha256Hex } from '../../util/crypto.js';
 import type {
   AppendResult,
   ClaimRequest,
@@ -13,6 +13,12 @@ import type {
   DeliveryRecord,
   DestinationRecord,
   IngestEntry,
+  NewRegulation,
+  RegulationDetail,
+  RegulationFilter,
+  RegulationRecord,
+  RegulationStepKey,
+  RegulationStepRun,
   RequeueFilter,
   SourcePatch,
   SourceRecord,
@@ -20,12 +26,15 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionRecord,
 } from '../store.js';
 import { ChangeListener, notifyStatement } from './change-listener.js';
 import { clientConfig, describeDatabase, inTransaction } from './connection.js';
 import * as deliveries from './delivery-queries.js';
 import * as messages from './message-queries.js';
 import { migrate } from './migrations.js';
+import * as regulations from './regulation-queries.js';
+import * as sources from './source-queries.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database?…` */
@@ -44,23 +53,6 @@ export interface PostgresStoreOptions {
  * `max_connections` (100) when several nodes share it.
  */
 export const DEFAULT_POOL_SIZE = 10;
-
-interface SourceRow {
-  id: string;
-  name: string;
-  write_key: string;
-  enabled: boolean;
-  created_at: number;
-  updated_at: number;
-}
-
-interface DestinationRow {
-  source_id: string;
-  kind: DestinationKind;
-  enabled: boolean;
-  settings: string;
-  updated_at: number;
-}
 
 /**
  * The scale-out store: several `serve` processes share one PostgreSQL
@@ -136,9 +128,19 @@ export class PostgresStore implements Store {
     this.events.emit('change', topic);
   }
 
-  /** Tells other nodes, within the caller's transaction, what it changed. */
-  private async notify(client: pg.ClientBase, topics: readonly StoreTopic[]): Promise<void> {
-    if (topics.length > 0) await client.query(notifyStatement(topics, this.nodeId));
+  /**
+   * Runs `work` in one transaction. The topics it names are notified to
+   * other nodes in that transaction, and to this node's subscribers once it
+   * has committed.
+   */
+  private async write<T>(work: (client: pg.ClientBase) => Promise<{ value: T; topics: readonly StoreTopic[] }>): Promise<T> {
+    const { value, topics } = await inTransaction(this.pool, async (client) => {
+      const done = await work(client);
+      if (done.topics.length > 0) await client.query(notifyStatement(done.topics, this.nodeId));
+      return done;
+    });
+    for (const topic of topics) this.emit(topic);
+    return value;
   }
 
   // --- settings -------------------------------------------------------------------
@@ -158,104 +160,73 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Runs a config write, bumps the config version and notifies, in one
-   * transaction. The version row is locked until commit, so config writes
-   * from all nodes queue up there; they are rare.
+   * Bumps the config version, runs a config write and notifies, in one
+   * transaction. The bump comes first: the version row stays locked until
+   * commit, so config writes from all nodes queue up there before writing
+   * anything, and two of them never deadlock on the rows they write (e.g. the
+   * suppressions of requests naming the same users). They are rare.
    */
   private async configChange<T>(write: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-    const result = await inTransaction(this.pool, async (client) => {
-      const value = await write(client);
+    return this.write(async (client) => {
       await client.query(`UPDATE settings SET value = (value::bigint + 1)::text WHERE key = 'config_version'`);
-      await this.notify(client, ['config']);
-      return value;
+      return { value: await write(client), topics: ['config'] };
     });
-    this.emit('config');
-    return result;
   }
 
   // --- sources and destinations ------------------------------------------------------
 
   async insertSource(source: SourceRecord): Promise<void> {
-    await this.configChange((client) =>
-      client.query(
-        `INSERT INTO sources (id, name, write_key, write_key_hash, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [source.id, source.name, source.writeKey, sha256Hex(source.writeKey), source.enabled, source.createdAt, source.updatedAt],
-      ),
-    );
+    await this.configChange((client) => sources.insertSource(client, source));
   }
 
   async listSources(): Promise<SourceRecord[]> {
-    const { rows } = await this.pool.query<SourceRow>('SELECT * FROM sources ORDER BY created_at, id');
-    return rows.map(toSource);
+    return sources.listSources(this.pool);
   }
 
   async getSource(id: string): Promise<SourceRecord | undefined> {
-    const { rows } = await this.pool.query<SourceRow>('SELECT * FROM sources WHERE id = $1', [id]);
-    return rows[0] === undefined ? undefined : toSource(rows[0]);
+    return sources.getSource(this.pool, id);
   }
 
   async updateSource(id: string, patch: SourcePatch, now: number): Promise<SourceRecord | undefined> {
-    const row = await this.configChange(async (client) => {
-      const { rows } = await client.query<SourceRow>(
-        `UPDATE sources SET name = COALESCE($1, name), enabled = COALESCE($2, enabled), updated_at = $3
-         WHERE id = $4 RETURNING *`,
-        [patch.name ?? null, patch.enabled ?? null, now, id],
-      );
-      return rows[0];
-    });
-    return row === undefined ? undefined : toSource(row);
+    return this.configChange((client) => sources.updateSource(client, id, patch, now));
   }
 
   async deleteSource(id: string): Promise<boolean> {
-    return this.configChange(async (client) => {
-      const deleted = await client.query('DELETE FROM sources WHERE id = $1', [id]);
-      if (deleted.rowCount === 0) return false;
-      await client.query('DELETE FROM destinations WHERE source_id = $1', [id]);
-      await client.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE source_id = $1)', [id]);
-      await client.query('DELETE FROM deliveries WHERE source_id = $1', [id]);
-      await client.query('DELETE FROM messages WHERE source_id = $1', [id]);
-      await client.query('DELETE FROM dedupe_keys WHERE source_id = $1', [id]);
-      return true;
-    });
+    return this.configChange((client) => sources.deleteSource(client, id));
   }
 
   async putDestination(destination: DestinationRecord): Promise<void> {
-    await this.configChange((client) =>
-      client.query(
-        `INSERT INTO destinations (source_id, kind, enabled, settings, updated_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (source_id, kind) DO UPDATE SET
-           enabled = excluded.enabled, settings = excluded.settings, updated_at = excluded.updated_at`,
-        [destination.sourceId, destination.kind, destination.enabled, JSON.stringify(destination.settings), destination.updatedAt],
-      ),
-    );
+    await this.configChange((client) => sources.putDestination(client, destination));
   }
 
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
-    const { rows } = await this.pool.query<DestinationRow>('SELECT * FROM destinations WHERE source_id = $1 AND kind = $2', [sourceId, kind]);
-    return rows[0] === undefined ? undefined : toDestination(rows[0]);
+    return sources.getDestination(this.pool, sourceId, kind);
   }
 
   async listDestinations(): Promise<DestinationRecord[]> {
-    const { rows } = await this.pool.query<DestinationRow>('SELECT * FROM destinations');
-    return rows.map(toDestination);
+    return sources.listDestinations(this.pool);
   }
 
   // --- ingest ------------------------------------------------------------------------
 
   async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
     if (entries.length === 0) return [];
-    const { results, deliveriesAdded } = await inTransaction(this.pool, async (client) => {
-      const appended = await messages.appendMessages(client, entries, dedupeSince);
-      await this.notify(client, appended.deliveriesAdded ? ['messages', 'deliveries'] : ['messages']);
-      return appended;
+    return this.write(async (client) => {
+      const { results, deliveriesAdded } = await messages.appendMessages(client, entries, dedupeSince);
+      return { value: results, topics: deliveriesAdded ? ['messages', 'deliveries'] : ['messages'] };
     });
-    this.emit('messages');
-    if (deliveriesAdded) this.emit('deliveries');
-    return results;
   }
 
   async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {
     return messages.listRecentMessages(this.pool, sourceId, limit);
+  }
+
+  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
+    return messages.listMessagesAfter(this.pool, sourceId, afterSeq, limit);
+  }
+
+  async countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number> {
+    return messages.countMessages(this.pool, sourceId, afterSeq, beforeSeq);
   }
 
   // --- delivery ----------------------------------------------------------------------
@@ -281,13 +252,49 @@ export class PostgresStore implements Store {
   }
 
   async requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number> {
-    const count = await inTransaction(this.pool, async (client) => {
-      const requeued = await deliveries.requeueFailedDeliveries(client, filter, now);
-      if (requeued > 0) await this.notify(client, ['deliveries']);
-      return requeued;
+    return this.write(async (client) => {
+      const count = await deliveries.requeueFailedDeliveries(client, filter, now);
+      return { value: count, topics: count > 0 ? ['deliveries'] : [] };
     });
-    if (count > 0) this.emit('deliveries');
-    return count;
+  }
+
+  // --- regulations -------------------------------------------------------------------
+
+  async createRegulation(regulation: NewRegulation): Promise<void> {
+    // Only a suppressing type changes what every node's ingest must know.
+    if (regulationEffects(regulation.regulationType).suppression === undefined) {
+      await inTransaction(this.pool, (client) => regulations.createRegulation(client, regulation));
+    } else {
+      await this.configChange((client) => regulations.createRegulation(client, regulation));
+    }
+  }
+
+  async listRegulations(filter: RegulationFilter): Promise<RegulationRecord[]> {
+    return regulations.listRegulations(this.pool, filter);
+  }
+
+  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
+    return regulations.getRegulation(this.pool, id);
+  }
+
+  async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {
+    return regulations.listPendingRegulationSteps(this.pool, limit);
+  }
+
+  async runRegulationStep(step: RegulationStepRun): Promise<boolean> {
+    return this.write(async (client) => {
+      const ran = await regulations.runRegulationStep(client, step);
+      if (ran === undefined) return { value: false, topics: [] };
+      return { value: true, topics: ran.deliveriesAdded ? ['messages', 'deliveries'] : ['messages'] };
+    });
+  }
+
+  async failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean> {
+    return inTransaction(this.pool, (client) => regulations.failRegulationStep(client, step, error, at));
+  }
+
+  async listSuppressions(): Promise<SuppressionRecord[]> {
+    return regulations.listSuppressions(this.pool);
   }
 
   // --- housekeeping ------------------------------------------------------------------
@@ -308,25 +315,4 @@ function reasonOf(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
   return error.message || (typeof code === 'string' ? code : error.name);
-}
-
-function toSource(row: SourceRow): SourceRecord {
-  return {
-    id: row.id,
-    name: row.name,
-    writeKey: row.write_key,
-    enabled: row.enabled,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
-
-function toDestination(row: DestinationRow): DestinationRecord {
-  return {
-    sourceId: row.source_id,
-    kind: row.kind,
-    enabled: row.enabled,
-    settings: JSON.parse(row.settings) as unknown,
-    updatedAt: row.updated_at,
-  };
 }

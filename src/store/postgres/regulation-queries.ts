@@ -1,0 +1,232 @@
+// Deletion and suppression requests: the `regulations`, `regulation_sources` and `suppressions` tables.
+import type pg from 'pg';
+import {
+  type RegulationStatus,
+  type RegulationStepStatus,
+  type RegulationType,
+  initialStatus,
+  regulationEffects,
+} from '../../domain/regulation.js';
+import type {
+  NewRegulation,
+  RegulationDetail,
+  RegulationFilter,
+  RegulationRecord,
+  RegulationSourceRecord,
+  RegulationStepKey,
+  RegulationStepRun,
+  SuppressionRecord,
+} from '../store.js';
+import { textColumn } from './connection.js';
+import { insertMessages } from './message-queries.js';
+
+interface RegulationRow {
+  id: string;
+  regulation_type: RegulationType;
+  subject_count: number;
+  source_ids: string[] | null;
+  status: RegulationStatus;
+  created_at: number;
+  updated_at: number;
+}
+
+interface SourceRow {
+  regulation_id: string;
+  source_id: string;
+  status: RegulationStepStatus;
+  error: string | null;
+  updated_at: number;
+}
+
+interface SuppressionRow {
+  user_id: string;
+  source_id: string;
+  regulation_id: string;
+  created_at: number;
+}
+
+/** How the suppressions table writes "every source" (no source id is '*'), as in SQLite. */
+const EVERY_SOURCE = '*';
+
+/** Every column but the subject ids, which lists leave out. */
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+
+/** User ids as messages.user_id stores them (see textColumn), so that they match. */
+const userColumn = (ids: readonly string[]): string[] => ids.map((id) => textColumn(id)!);
+
+/**
+ * Stores a request and applies its suppression effect, in the caller's
+ * transaction; a request with the same id makes the first INSERT fail. The
+ * caller bumps the config version when the type suppresses: that also
+ * serializes the suppression writes of concurrent requests.
+ */
+export async function createRegulation(client: pg.ClientBase, regulation: NewRegulation): Promise<void> {
+  const effects = regulationEffects(regulation.regulationType);
+  const at = regulation.createdAt;
+  const subjects = userColumn(regulation.subjectIds);
+  await client.query(
+    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
+    [
+      regulation.id,
+      regulation.regulationType,
+      subjects,
+      subjects.length,
+      regulation.sourceIds ?? null,
+      initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
+      at,
+    ],
+  );
+  if (regulation.stepSourceIds.length > 0) {
+    await client.query(
+      `INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at)
+       SELECT $1::text, source_id, $3::text, $4::bigint FROM unnest($2::text[]) AS s(source_id)`,
+      [regulation.id, regulation.stepSourceIds, effects.deletes ? 'PENDING' : 'FINISHED', at],
+    );
+  }
+  if (effects.suppression === 'add') {
+    // DISTINCT: an upsert may not touch one row twice, and two ids can map to
+    // one stored id (U+0000 and U+FFFD).
+    await client.query(
+      `INSERT INTO suppressions (user_id, source_id, regulation_id, created_at)
+       SELECT DISTINCT u.user_id, s.source_id, $3::text, $4::bigint FROM unnest($1::text[]) AS u(user_id), unnest($2::text[]) AS s(source_id)
+       ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`,
+      [subjects, regulation.sourceIds ?? [EVERY_SOURCE], regulation.id, at],
+    );
+  } else if (effects.suppression === 'remove') {
+    // Naming sources lifts only their rows, never an "every source" one.
+    await client.query(`DELETE FROM suppressions WHERE user_id = ANY($1::text[]) AND ($2::text[] IS NULL OR source_id = ANY($2::text[]))`, [
+      subjects,
+      regulation.sourceIds ?? null,
+    ]);
+  }
+}
+
+/**
+ * One step in the caller's transaction; see Store.runRegulationStep. Resolves
+ * undefined when the step was not PENDING (nothing written), else whether
+ * delivery jobs were created. A fixed number of statements, whatever the
+ * number of users or messages.
+ */
+export async function runRegulationStep(client: pg.ClientBase, step: RegulationStepRun): Promise<{ deliveriesAdded: boolean } | undefined> {
+  // The claim is the first write: a concurrent call for the same step waits
+  // here on the row lock, then finds the row FINISHED and matches nothing.
+  const claimed = await client.query(
+    `UPDATE regulation_sources SET status = 'FINISHED', updated_at = $1
+     WHERE regulation_id = $2 AND source_id = $3 AND status = 'PENDING'`,
+    [step.at, step.regulationId, step.sourceId],
+  );
+  if (claimed.rowCount === 0) return undefined;
+  // The delivery rows are locked in id order, as finishDeliveries updates
+  // them, so that a worker recording outcomes and this step wait for each
+  // other instead of deadlocking.
+  await client.query(
+    `WITH erased AS (
+       DELETE FROM messages WHERE source_id = $1 AND user_id = ANY($2::text[]) AND type IS DISTINCT FROM 'delete'
+       RETURNING seq),
+     locked AS (
+       SELECT id FROM deliveries WHERE message_seq IN (SELECT seq FROM erased) ORDER BY id FOR UPDATE),
+     jobs AS (
+       DELETE FROM deliveries WHERE id IN (SELECT id FROM locked) RETURNING id)
+     DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM jobs)`,
+    [step.sourceId, userColumn(step.eraseUserIds)],
+  );
+  const { deliveriesAdded } = await insertMessages(client, step.messages, step.messages.map((m) => m.status));
+  await updateStatus(client, step.regulationId, step.at);
+  return { deliveriesAdded };
+}
+
+/** Marks a PENDING step FAILED, in the caller's transaction; false, writing nothing, when it is not PENDING. */
+export async function failRegulationStep(client: pg.ClientBase, step: RegulationStepKey, error: string, at: number): Promise<boolean> {
+  const failed = await client.query(
+    `UPDATE regulation_sources SET status = 'FAILED', error = $1, updated_at = $2
+     WHERE regulation_id = $3 AND source_id = $4 AND status = 'PENDING'`,
+    [textColumn(error), at, step.regulationId, step.sourceId],
+  );
+  if (failed.rowCount === 0) return false;
+  await updateStatus(client, step.regulationId, at);
+  return true;
+}
+
+/**
+ * Sets the request's status from its source rows. Steps of one request may
+ * end at once on several nodes, each unable to see the others' uncommitted
+ * rows; so each first locks the request's row, and counts in a later
+ * statement, whose snapshot (READ COMMITTED) then includes every step that
+ * committed before it got the lock. The last to commit counts them all.
+ */
+async function updateStatus(client: pg.ClientBase, regulationId: string, at: number): Promise<void> {
+  await client.query(`SELECT 1 FROM regulations WHERE id = $1 FOR UPDATE`, [regulationId]);
+  await client.query(
+    `UPDATE regulations SET updated_at = $2, status = (
+       SELECT CASE WHEN count(*) FILTER (WHERE status = 'PENDING') > 0 THEN 'RUNNING'
+                   WHEN count(*) FILTER (WHERE status = 'FAILED') > 0 THEN 'FAILED'
+                   ELSE 'FINISHED' END
+       FROM regulation_sources WHERE regulation_id = $1)
+     WHERE id = $1`,
+    [regulationId, at],
+  );
+}
+
+export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): Promise<RegulationRecord[]> {
+  const { rows } = await pool.query<RegulationRow>(
+    `SELECT ${LIST_COLUMNS} FROM regulations WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [filter.status ?? null, filter.limit],
+  );
+  if (rows.length === 0) return [];
+  const sources = await pool.query<SourceRow>(
+    `SELECT * FROM regulation_sources WHERE regulation_id = ANY($1::text[]) ORDER BY regulation_id, source_id`,
+    [rows.map((row) => row.id)],
+  );
+  const byRegulation = new Map<string, RegulationSourceRecord[]>();
+  for (const row of sources.rows) {
+    let list = byRegulation.get(row.regulation_id);
+    if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
+    list.push(toSourceRecord(row));
+  }
+  return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
+}
+
+export async function getRegulation(pool: pg.Pool, id: string): Promise<RegulationDetail | undefined> {
+  const { rows } = await pool.query<RegulationRow & { subject_ids: string[] }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  const sources = await pool.query<SourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
+  return { ...toRecord(row, sources.rows.map(toSourceRecord)), subjectIds: row.subject_ids };
+}
+
+export async function listPendingRegulationSteps(pool: pg.Pool, limit: number): Promise<RegulationStepKey[]> {
+  const { rows } = await pool.query<Pick<SourceRow, 'regulation_id' | 'source_id'>>(
+    `SELECT s.regulation_id, s.source_id FROM regulation_sources s JOIN regulations r ON r.id = s.regulation_id
+     WHERE s.status = 'PENDING' ORDER BY r.created_at, r.id, s.source_id LIMIT $1`,
+    [limit],
+  );
+  return rows.map((row) => ({ regulationId: row.regulation_id, sourceId: row.source_id }));
+}
+
+export async function listSuppressions(pool: pg.Pool): Promise<SuppressionRecord[]> {
+  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions`);
+  return rows.map((row) => ({
+    userId: row.user_id,
+    sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
+    regulationId: row.regulation_id,
+    createdAt: row.created_at,
+  }));
+}
+
+function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {
+  return {
+    id: row.id,
+    regulationType: row.regulation_type,
+    subjectCount: row.subject_count,
+    sourceIds: row.source_ids ?? undefined,
+    status: row.status,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    sources,
+  };
+}
+
+function toSourceRecord(row: SourceRow): RegulationSourceRecord {
+  return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
+}
