@@ -14,13 +14,14 @@ import { parseArgs } from 'node:util';
 import { backlogBenches } from './backlog.js';
 import { deliveryBenches } from './delivery.js';
 import { ingestBenches } from './ingest.js';
+import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups } from './lib/children.js';
 import { planCpus } from './lib/cpu-plan.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline } from './lib/target.js';
 
-const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...backlogBenches];
+const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...backlogBenches, ...scalingBenches];
 
 const USAGE = `usage: npm run bench -- [options]
   --only NAME[,NAME]   run only these benches (${BENCHES.map((b) => b.name).join(', ')})
@@ -86,7 +87,7 @@ function parseCli(argv: string[]): Cli {
   const store = values.store ?? 'sqlite';
   if (store !== 'sqlite' && store !== 'postgres') fail(`--store must be sqlite or postgres, got ${JSON.stringify(store)}`);
 
-  let selected = BENCHES;
+  let selected = BENCHES.filter((bench) => bench.stores === undefined || bench.stores.includes(store));
   if (values.only !== undefined) {
     const names = values.only.split(',').map((name) => name.trim()).filter(Boolean);
     const unknown = names.filter((name) => !BENCHES.some((bench) => bench.name === name));

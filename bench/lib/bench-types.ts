@@ -52,5 +52,7 @@ export interface BenchReport {
 
 export interface BenchDefinition {
   readonly name: string;
+  /** The stores it applies to (all when absent); a full run leaves out the others. */
+  readonly stores?: readonly StoreKind[];
   run(context: BenchContext): Promise<BenchReport>;
 }
