@@ -3,18 +3,7 @@ import type pg from 'pg';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
 import { textColumn } from './connection.js';
-
-interface MessageRow {
-  seq: number;
-  source_id: string;
-  status: MessageStatus;
-  reason: string | null;
-  type: string | null;
-  message_id: string | null;
-  user_id: string | null;
-  received_at: number;
-  body: string;
-}
+import { type MessageRow, toStoredMessage } from '../rows.js';
 
 const PRUNE_BATCH = 2_000;
 
@@ -222,16 +211,3 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-function toStoredMessage(row: MessageRow): StoredMessage {
-  return {
-    seq: row.seq,
-    sourceId: row.source_id,
-    status: row.status,
-    reason: row.reason ?? undefined,
-    type: row.type ?? undefined,
-    messageId: row.message_id ?? undefined,
-    userId: row.user_id ?? undefined,
-    receivedAt: row.received_at,
-    body: row.body,
-  };
-}

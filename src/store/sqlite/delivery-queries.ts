@@ -1,40 +1,14 @@
 import type { Database, Statement } from 'better-sqlite3';
-import type { DestinationKind } from '../../domain/routing.js';
 import type {
-  AttemptRecord,
   ClaimRequest,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
   DeliveryOutcome,
   DeliveryRecord,
-  DeliveryStatus,
   RequeueFilter,
 } from '../store.js';
-
-interface DeliveryRow {
-  id: number;
-  source_id: string;
-  message_seq: number;
-  destination: DestinationKind;
-  status: DeliveryStatus;
-  attempt_count: number;
-  next_attempt_at: number | null;
-  first_attempt_at: number | null;
-  retry_urls: string | null;
-  last_error: string | null;
-  created_at: number;
-  updated_at: number;
-  message_id?: string | null;
-}
-
-interface AttemptRow {
-  at: number;
-  url: string;
-  status_code: number | null;
-  error: string | null;
-  duration_ms: number;
-}
+import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
 export class DeliveryQueries {
@@ -170,29 +144,3 @@ export class DeliveryQueries {
   }
 }
 
-function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
-  return {
-    id: row.id,
-    sourceId: row.source_id,
-    destination: row.destination,
-    messageSeq: row.message_seq,
-    messageId: row.message_id ?? undefined,
-    status: row.status,
-    attemptCount: row.attempt_count,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    nextAttemptAt: row.next_attempt_at ?? undefined,
-    firstAttemptAt: row.first_attempt_at ?? undefined,
-    lastError: row.last_error ?? undefined,
-  };
-}
-
-function toAttemptRecord(row: AttemptRow): AttemptRecord {
-  return {
-    at: row.at,
-    url: row.url,
-    statusCode: row.status_code ?? undefined,
-    error: row.error ?? undefined,
-    durationMs: row.duration_ms,
-  };
-}

@@ -2,18 +2,7 @@ import { hash } from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
-
-interface MessageRow {
-  seq: number;
-  source_id: string;
-  status: MessageStatus;
-  reason: string | null;
-  type: string | null;
-  message_id: string | null;
-  user_id: string | null;
-  received_at: number;
-  body: string;
-}
+import { type MessageRow, toStoredMessage } from '../rows.js';
 
 const PRUNE_BATCH = 2_000;
 /** De-duplication keys examined per prune chunk. */
@@ -156,16 +145,3 @@ function dedupeKey(sourceId: string, messageId: string): bigint {
   return hash('sha256', `${sourceId}\u0000${messageId}`, 'buffer').readBigInt64BE(0);
 }
 
-function toStoredMessage(row: MessageRow): StoredMessage {
-  return {
-    seq: row.seq,
-    sourceId: row.source_id,
-    status: row.status,
-    reason: row.reason ?? undefined,
-    type: row.type ?? undefined,
-    messageId: row.message_id ?? undefined,
-    userId: row.user_id ?? undefined,
-    receivedAt: row.received_at,
-    body: row.body,
-  };
-}

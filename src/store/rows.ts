@@ -1,0 +1,86 @@
+/**
+ * Rows of the messages, deliveries and delivery_attempts tables as both
+ * adapters read them (the same column names and, once the PostgreSQL
+ * adapter has parsed int8, the same types), and their mapping to the
+ * records of the Store interface.
+ */
+import type { MessageStatus } from '../domain/message.js';
+import type { DestinationKind } from '../domain/routing.js';
+import type { AttemptRecord, DeliveryRecord, DeliveryStatus, StoredMessage } from './store.js';
+
+export interface DeliveryRow {
+  id: number;
+  source_id: string;
+  message_seq: number;
+  destination: DestinationKind;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: number | null;
+  first_attempt_at: number | null;
+  retry_urls: string | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  message_id?: string | null;
+}
+
+export interface AttemptRow {
+  at: number;
+  url: string;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+export interface MessageRow {
+  seq: number;
+  source_id: string;
+  status: MessageStatus;
+  reason: string | null;
+  type: string | null;
+  message_id: string | null;
+  user_id: string | null;
+  received_at: number;
+  body: string;
+}
+
+export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
+  return {
+    id: row.id,
+    sourceId: row.source_id,
+    destination: row.destination,
+    messageSeq: row.message_seq,
+    messageId: row.message_id ?? undefined,
+    status: row.status,
+    attemptCount: row.attempt_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    nextAttemptAt: row.next_attempt_at ?? undefined,
+    firstAttemptAt: row.first_attempt_at ?? undefined,
+    lastError: row.last_error ?? undefined,
+  };
+}
+
+export function toAttemptRecord(row: AttemptRow): AttemptRecord {
+  return {
+    at: row.at,
+    url: row.url,
+    statusCode: row.status_code ?? undefined,
+    error: row.error ?? undefined,
+    durationMs: row.duration_ms,
+  };
+}
+
+export function toStoredMessage(row: MessageRow): StoredMessage {
+  return {
+    seq: row.seq,
+    sourceId: row.source_id,
+    status: row.status,
+    reason: row.reason ?? undefined,
+    type: row.type ?? undefined,
+    messageId: row.message_id ?? undefined,
+    userId: row.user_id ?? undefined,
+    receivedAt: row.received_at,
+    body: row.body,
+  };
+}
