@@ -1,0 +1,84 @@
+import type { Store } from '../store/store.js';
+
+/**
+ * A value built from the store's config (sources, destinations,
+ * suppressions) and held in memory for the hot paths. Rebuilt when this
+ * process changes the config (callers await {@link reload} before
+ * answering) and, by polling the store's config version, when another
+ * process does: changes show within `pollMs`.
+ */
+export class ConfigSnapshot<T> {
+  private value: T;
+  private loadedVersion = -1;
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private reloading: Promise<void> | undefined;
+  private reloadAgain = false;
+
+  constructor(
+    private readonly store: Store,
+    initial: T,
+    private readonly build: (store: Store) => Promise<T>,
+    private readonly options: { readonly pollMs: number; readonly onError: (error: unknown) => void },
+  ) {
+    this.value = initial;
+  }
+
+  get current(): T {
+    return this.value;
+  }
+
+  async start(): Promise<void> {
+    await this.reload();
+    this.unsubscribe = this.store.subscribe((topic) => {
+      if (topic === 'config') this.requestReload();
+    });
+    this.timer = setInterval(() => this.poll(), this.options.pollMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+  }
+
+  /** Rebuilds now, or once more after a rebuild already under way. Resolves when current. */
+  reload(): Promise<void> {
+    if (this.reloading !== undefined) {
+      this.reloadAgain = true;
+      return this.reloading;
+    }
+    this.reloading = (async () => {
+      try {
+        do {
+          this.reloadAgain = false;
+          await this.load();
+        } while (this.reloadAgain);
+      } finally {
+        this.reloading = undefined;
+      }
+    })();
+    return this.reloading;
+  }
+
+  private requestReload(): void {
+    this.reload().catch(this.options.onError);
+  }
+
+  private poll(): void {
+    this.store
+      .getConfigVersion()
+      .then((version) => {
+        if (version !== this.loadedVersion) this.requestReload();
+      })
+      .catch(this.options.onError);
+  }
+
+  private async load(): Promise<void> {
+    // The version first: a change committed during the build shows as a
+    // newer version at the next poll, so it is never missed.
+    const version = await this.store.getConfigVersion();
+    this.value = await this.build(this.store);
+    this.loadedVersion = version;
+  }
+}
