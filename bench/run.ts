@@ -18,6 +18,7 @@ import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups } from './lib/children.js';
 import { planCpus } from './lib/cpu-plan.js';
+import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline } from './lib/target.js';
 
@@ -32,6 +33,7 @@ const USAGE = `usage: npm run bench -- [options]
   --store KIND         sqlite (default) or postgres
   --postgres-url URL   admin connection for the scratch database (default postgres://postgres@127.0.0.1:5432/postgres)
   --json-out FILE      also write the JSON to FILE
+  --report FILE        also write a Markdown report to FILE (e.g. docs/performance.md) and its SVG chart next to it
   --cpu-prof DIR       write a V8 CPU profile of every Switchyard process to DIR (open in Chrome DevTools)
   --self-check         measure a second bare baseline in Switchyard's place: ratios should be ~1.0
   --wait-quiet S       before each phase, wait up to S seconds for other processes to leave the CPUs idle
@@ -53,6 +55,7 @@ interface Cli {
   readonly options: RunOptions;
   readonly selected: readonly BenchDefinition[];
   readonly jsonOut: string | undefined;
+  readonly report: string | undefined;
   readonly pin: boolean;
 }
 
@@ -70,6 +73,7 @@ function parseCli(argv: string[]): Cli {
         store: { type: 'string' },
         'postgres-url': { type: 'string' },
         'json-out': { type: 'string' },
+        report: { type: 'string' },
         'cpu-prof': { type: 'string' },
         'self-check': { type: 'boolean' },
         'wait-quiet': { type: 'string' },
@@ -109,6 +113,7 @@ function parseCli(argv: string[]): Cli {
     },
     selected,
     jsonOut: values['json-out'],
+    report: values.report,
     pin: values.unpinned !== true,
   };
 }
@@ -198,6 +203,7 @@ async function main(): Promise<void> {
   const json = JSON.stringify(output, null, 2);
   process.stdout.write(`${json}\n`);
   if (cli.jsonOut !== undefined) writeFileSync(cli.jsonOut, `${json}\n`);
+  if (cli.report !== undefined) log(`report: ${cli.report} and ${writeReport(output, cli.report)}`);
 }
 
 main().catch((error: unknown) => {
