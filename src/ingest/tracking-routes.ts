@@ -162,12 +162,13 @@ function writeKeyFromBody(body: JsonObject): string | undefined {
   return undefined;
 }
 
-/** How long the unread rest of a refused body is read and dropped before the connection is cut. */
+/** How long, and how much of, the unread rest of a refused body is read and dropped before the connection is cut. */
 const LINGER_MS = 5_000;
+const LINGER_BYTES = 1024 * 1024;
 
 /**
  * After answering a refused body, reads and drops whatever the client still
- * sends, for a bounded time. Closing at once would make the kernel reset the
+ * sends, for a bounded time and size. Closing at once would make the kernel reset the
  * connection while request bytes are unread, and a reset can make the client
  * lose the answer it was sent (nginx calls this lingering close).
  */
@@ -175,9 +176,15 @@ function discardRestOfBody(request: IncomingMessage): void {
   if (request.complete) return;
   const timer = setTimeout(() => request.socket.destroy(), LINGER_MS);
   timer.unref();
+  let discarded = 0;
+  // Bounded in bytes too: a client that keeps sending at full speed would
+  // otherwise take the CPU from every other client for the whole linger.
+  request.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > LINGER_BYTES) request.socket.destroy();
+  });
   request.once('end', () => clearTimeout(timer));
   request.once('close', () => clearTimeout(timer));
-  request.resume();
 }
 
 /** Reads and parses a body; every failure becomes an {@link ApiError}. */
