@@ -1,12 +1,13 @@
 /**
- * Rows of the messages, deliveries and delivery_attempts tables as both
- * adapters read them (the same column names and, once the PostgreSQL
- * adapter has parsed int8, the same types), and their mapping to the
- * records of the Store interface.
+ * Rows of the messages, deliveries, delivery_attempts and regulation_sources
+ * tables as both adapters read them (the same column names and, once the
+ * PostgreSQL adapter has parsed int8, the same types), and their mapping to
+ * the records of the Store interface.
  */
 import type { MessageStatus } from '../domain/message.js';
+import type { RegulationStepStatus } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
-import type { AttemptRecord, DeliveryRecord, DeliveryStatus, StoredMessage } from './store.js';
+import type { AttemptRecord, DeliveryRecord, DeliveryStatus, RegulationSourceRecord, StoredMessage } from './store.js';
 
 export interface DeliveryRow {
   id: number;
@@ -83,4 +84,16 @@ export function toStoredMessage(row: MessageRow): StoredMessage {
     receivedAt: row.received_at,
     body: row.body,
   };
+}
+
+export interface RegulationSourceRow {
+  regulation_id: string;
+  source_id: string;
+  status: RegulationStepStatus;
+  error: string | null;
+  updated_at: number;
+}
+
+export function toRegulationSourceRecord(row: RegulationSourceRow): RegulationSourceRecord {
+  return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
 }

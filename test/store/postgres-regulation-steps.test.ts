@@ -2,11 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import type { IngestEntry, Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
 import { describePostgres, freshDatabase, type FreshDatabase, query } from '../helpers/postgres.js';
+import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
-
-const T0 = 1_700_000_000_000;
 
 /** How many of the stores' sessions (not the test's own) wait for a row lock in `url`'s database. */
 async function lockWaiters(url: string): Promise<number> {
@@ -40,26 +39,6 @@ async function holdRegulationRow(url: string, id: string): Promise<{ release(): 
   };
 }
 
-let counter = 0;
-function entry(sourceId: string, overrides: Partial<IngestEntry>): IngestEntry {
-  counter++;
-  return {
-    sourceId,
-    status: 'accepted',
-    type: 'track',
-    messageId: `pg-reg-${counter}`,
-    userId: undefined,
-    receivedAt: T0,
-    body: JSON.stringify({ type: 'track', event: 'E', n: counter }),
-    destinations: ['webhooks'],
-    ...overrides,
-  };
-}
-
-async function addSource(store: Store, id: string): Promise<void> {
-  await store.insertSource({ id, name: id, writeKey: `key_${id}_${Math.random()}`, enabled: true, createdAt: T0, updatedAt: T0 });
-}
-
 /**
  * Regulation steps on PostgreSQL where only a shared store can go wrong:
  * two stores on one database stand for two nodes, each with its own pool.
@@ -85,14 +64,14 @@ await describePostgres('PostgreSQL regulation steps on several nodes', () => {
   it('runs a step once when two nodes race for it: one call resolves true, one delete message per user', { timeout: 60_000 }, async () => {
     await addSource(a, 'src_race');
     const users = ['racer-1', 'racer-2'];
-    await a.appendMessages(users.flatMap((userId) => [entry('src_race', { userId }), entry('src_race', { userId })]), 0);
+    await a.appendMessages(users.flatMap((userId) => [storeEntry('src_race', { userId }), storeEntry('src_race', { userId })]), 0);
     await a.createRegulation({ id: 'reg_race', regulationType: 'DELETE_ONLY', subjectIds: users, sourceIds: undefined, stepSourceIds: ['src_race'], createdAt: T0 });
     const run = (store: Store): Promise<boolean> =>
       store.runRegulationStep({
         regulationId: 'reg_race',
         sourceId: 'src_race',
         eraseUserIds: users,
-        messages: users.map((userId) => entry('src_race', { userId, type: 'delete', body: JSON.stringify({ type: 'delete', userId }) })),
+        messages: users.map((userId) => storeEntry('src_race', { userId, type: 'delete', body: JSON.stringify({ type: 'delete', userId }) })),
         at: T0 + 1,
       });
 
@@ -120,7 +99,7 @@ await describePostgres('PostgreSQL regulation steps on several nodes', () => {
   it('sets a request FINISHED when its last two steps end at once on two nodes', { timeout: 60_000 }, async () => {
     const sources = ['src_both_1', 'src_both_2'];
     for (const id of sources) await addSource(a, id);
-    await a.appendMessages(sources.map((id) => entry(id, { userId: 'both' })), 0);
+    await a.appendMessages(sources.map((id) => storeEntry(id, { userId: 'both' })), 0);
     await a.createRegulation({ id: 'reg_both', regulationType: 'DELETE_ONLY', subjectIds: ['both'], sourceIds: undefined, stepSourceIds: sources, createdAt: T0 });
 
     // Both steps claim their rows before either counts them: without the
@@ -147,7 +126,7 @@ await describePostgres('PostgreSQL regulation steps on several nodes', () => {
     await addSource(a, 'src_big');
     const users = Array.from({ length: 5_000 }, (_, i) => `big-${i}`);
     const others = Array.from({ length: 50 }, (_, i) => `kept-${i}`);
-    await a.appendMessages([...users, ...users, ...others].map((userId) => entry('src_big', { userId })), 0);
+    await a.appendMessages([...users, ...users, ...others].map((userId) => storeEntry('src_big', { userId })), 0);
     await a.createRegulation({ id: 'reg_big', regulationType: 'SUPPRESS_WITH_DELETE', subjectIds: users, sourceIds: undefined, stepSourceIds: ['src_big'], createdAt: T0 });
     assert.equal((await b.listSuppressions()).filter((s) => s.regulationId === 'reg_big' && s.sourceId === undefined).length, users.length);
     assert.deepEqual((await b.getRegulation('reg_big'))?.subjectIds, users, 'in the order given');
@@ -156,7 +135,7 @@ await describePostgres('PostgreSQL regulation steps on several nodes', () => {
       regulationId: 'reg_big',
       sourceId: 'src_big',
       eraseUserIds: users,
-      messages: users.map((userId) => entry('src_big', { userId, type: 'delete', body: JSON.stringify({ type: 'delete', userId }), receivedAt: T0 + 1 })),
+      messages: users.map((userId) => storeEntry('src_big', { userId, type: 'delete', body: JSON.stringify({ type: 'delete', userId }), receivedAt: T0 + 1 })),
       at: T0 + 1,
     });
     assert.equal(ran, true);
@@ -177,7 +156,7 @@ await describePostgres('PostgreSQL regulation steps on several nodes', () => {
 
   it('erases and suppresses a user id holding U+0000, stored as U+FFFD as messages.user_id is', { timeout: 60_000 }, async () => {
     await addSource(a, 'src_nul_user');
-    await a.appendMessages([entry('src_nul_user', { userId: 'nul\u0000user' })], 0);
+    await a.appendMessages([storeEntry('src_nul_user', { userId: 'nul\u0000user' })], 0);
     await a.createRegulation({ id: 'reg_nul', regulationType: 'SUPPRESS_WITH_DELETE', subjectIds: ['nul\u0000user'], sourceIds: ['src_nul_user'], stepSourceIds: ['src_nul_user'], createdAt: T0 });
     assert.ok((await a.listSuppressions()).some((s) => s.regulationId === 'reg_nul' && s.userId === 'nul\uFFFDuser'));
     assert.equal(await a.runRegulationStep({ regulationId: 'reg_nul', sourceId: 'src_nul_user', eraseUserIds: ['nul\u0000user'], messages: [], at: T0 }), true);

@@ -3,35 +3,14 @@ import { after, before, describe, it } from 'node:test';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { SchemaTooNewError } from '../../src/store/schema-error.js';
-import type { IngestEntry, Store, StoreTopic } from '../../src/store/store.js';
+import type { Store, StoreTopic } from '../../src/store/store.js';
 import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';
+import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeStoreContract } from './store-contract.js';
 
-const T0 = 1_700_000_000_000;
-
 const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
-
-let counter = 0;
-function entry(sourceId: string, overrides: Partial<IngestEntry> = {}): IngestEntry {
-  counter++;
-  return {
-    sourceId,
-    status: 'accepted',
-    type: 'track',
-    messageId: `pg-msg-${counter}`,
-    userId: 'user-1',
-    receivedAt: T0,
-    body: JSON.stringify({ type: 'track', event: 'E', n: counter }),
-    destinations: ['webhooks'],
-    ...overrides,
-  };
-}
-
-async function addSource(store: Store, id: string): Promise<void> {
-  await store.insertSource({ id, name: id, writeKey: `key_${id}_${Math.random()}`, enabled: true, createdAt: T0, updatedAt: T0 });
-}
 
 const openFresh = async (): Promise<{ store: Store; cleanup: () => Promise<void> }> => {
   const db = await freshDatabase();
@@ -123,7 +102,7 @@ await describePostgres('PostgreSQL store', () => {
     it('never leases one delivery to two nodes claiming at once', async () => {
       await addSource(a, 'src_claims');
       const total = 600;
-      const entries = Array.from({ length: total }, () => entry('src_claims', { receivedAt: T0 }));
+      const entries = Array.from({ length: total }, () => storeEntry('src_claims', { receivedAt: T0 }));
       await a.appendMessages(entries, 0);
       const claimed: number[] = [];
       // Three claim loops per node, each on its own pooled connection.
@@ -142,7 +121,7 @@ await describePostgres('PostgreSQL store', () => {
     it('lines up seqs with entries in a large append', async () => {
       await addSource(a, 'src_seqs');
       const entries = Array.from({ length: 1_000 }, (_, i) =>
-        entry('src_seqs', { body: JSON.stringify({ i }), status: i % 7 === 0 ? 'rejected' : 'accepted', destinations: i % 3 === 0 ? [] : ['webhooks'] }),
+        storeEntry('src_seqs', { body: JSON.stringify({ i }), status: i % 7 === 0 ? 'rejected' : 'accepted', destinations: i % 3 === 0 ? [] : ['webhooks'] }),
       );
       const results = await a.appendMessages(entries, 0);
       for (let i = 1; i < results.length; i++) assert.ok(results[i]!.seq > results[i - 1]!.seq);
@@ -159,8 +138,8 @@ await describePostgres('PostgreSQL store', () => {
 
     it('de-duplicates a messageId twice in one call: accepted, then duplicate', async () => {
       await addSource(a, 'src_twice');
-      const first = entry('src_twice', { messageId: 'twice' });
-      const results = await a.appendMessages([first, { ...first, receivedAt: T0 + 1 }, entry('src_twice'), { ...first, receivedAt: T0 + 2 }], T0 - 1000);
+      const first = storeEntry('src_twice', { messageId: 'twice' });
+      const results = await a.appendMessages([first, { ...first, receivedAt: T0 + 1 }, storeEntry('src_twice'), { ...first, receivedAt: T0 + 2 }], T0 - 1000);
       assert.deepEqual(results.map((r) => r.status), ['accepted', 'duplicate', 'accepted', 'duplicate']);
       assert.equal((await a.listDeliveries({ sourceId: 'src_twice', limit: 10 })).length, 2);
     });
@@ -172,7 +151,7 @@ await describePostgres('PostgreSQL store', () => {
         '{ "b" : 1 , "a" : [ ] ,"a":2, "s":"\\ud800 \\u00e9 é 😀" }',
       ];
       const results = await a.appendMessages(
-        bodies.map((body) => entry('src_bytes', { body })),
+        bodies.map((body) => storeEntry('src_bytes', { body })),
         0,
       );
       const stored = await a.listRecentMessages('src_bytes', 10);
@@ -184,7 +163,7 @@ await describePostgres('PostgreSQL store', () => {
 
     it('stores fields holding U+0000, which PostgreSQL text cannot, and still de-duplicates them', async () => {
       await addSource(a, 'src_nul');
-      const odd = entry('src_nul', { messageId: 'id\u0000x', userId: 'user\u0000', type: 'tr\u0000ck', reason: undefined });
+      const odd = storeEntry('src_nul', { messageId: 'id\u0000x', userId: 'user\u0000', type: 'tr\u0000ck', reason: undefined });
       const [first] = await a.appendMessages([odd], 0);
       assert.equal(first?.status, 'accepted');
       const [again] = await a.appendMessages([{ ...odd, receivedAt: T0 + 5 }], 0);
@@ -202,7 +181,7 @@ await describePostgres('PostgreSQL store', () => {
         await addSource(b, 'src_own'); // b's own change: told directly, not again through NOTIFY
         assert.deepEqual(topics, ['config']);
         await addSource(a, 'src_notify');
-        await a.appendMessages([entry('src_notify')], 0);
+        await a.appendMessages([storeEntry('src_notify')], 0);
         // Notifications arrive in commit order, so once a's last one is in, all are.
         await eventually(() => (topics.includes('deliveries') ? true : undefined), 5_000, "a's notification at b");
         assert.deepEqual(topics.filter((t) => t === 'config'), ['config', 'config'], `got ${topics.join(', ')}`);

@@ -2,7 +2,6 @@
 import type pg from 'pg';
 import {
   type RegulationStatus,
-  type RegulationStepStatus,
   type RegulationType,
   initialStatus,
   regulationEffects,
@@ -19,6 +18,7 @@ import type {
 } from '../store.js';
 import { textColumn } from './connection.js';
 import { insertMessages } from './message-queries.js';
+import { type RegulationSourceRow, toRegulationSourceRecord } from '../rows.js';
 
 interface RegulationRow {
   id: string;
@@ -27,14 +27,6 @@ interface RegulationRow {
   source_ids: string[] | null;
   status: RegulationStatus;
   created_at: number;
-  updated_at: number;
-}
-
-interface SourceRow {
-  regulation_id: string;
-  source_id: string;
-  status: RegulationStepStatus;
-  error: string | null;
   updated_at: number;
 }
 
@@ -174,7 +166,7 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
     [filter.status ?? null, filter.limit],
   );
   if (rows.length === 0) return [];
-  const sources = await pool.query<SourceRow>(
+  const sources = await pool.query<RegulationSourceRow>(
     `SELECT * FROM regulation_sources WHERE regulation_id = ANY($1::text[]) ORDER BY regulation_id, source_id`,
     [rows.map((row) => row.id)],
   );
@@ -182,7 +174,7 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
   for (const row of sources.rows) {
     let list = byRegulation.get(row.regulation_id);
     if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
-    list.push(toSourceRecord(row));
+    list.push(toRegulationSourceRecord(row));
   }
   return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
 }
@@ -191,12 +183,12 @@ export async function getRegulation(pool: pg.Pool, id: string): Promise<Regulati
   const { rows } = await pool.query<RegulationRow & { subject_ids: string[] }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
   const row = rows[0];
   if (row === undefined) return undefined;
-  const sources = await pool.query<SourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
-  return { ...toRecord(row, sources.rows.map(toSourceRecord)), subjectIds: row.subject_ids };
+  const sources = await pool.query<RegulationSourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
+  return { ...toRecord(row, sources.rows.map(toRegulationSourceRecord)), subjectIds: row.subject_ids };
 }
 
 export async function listPendingRegulationSteps(pool: pg.Pool, limit: number): Promise<RegulationStepKey[]> {
-  const { rows } = await pool.query<Pick<SourceRow, 'regulation_id' | 'source_id'>>(
+  const { rows } = await pool.query<Pick<RegulationSourceRow, 'regulation_id' | 'source_id'>>(
     `SELECT s.regulation_id, s.source_id FROM regulation_sources s JOIN regulations r ON r.id = s.regulation_id
      WHERE s.status = 'PENDING' ORDER BY r.created_at, r.id, s.source_id LIMIT $1`,
     [limit],
@@ -225,8 +217,4 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     updatedAt: row.updated_at,
     sources,
   };
-}
-
-function toSourceRecord(row: SourceRow): RegulationSourceRecord {
-  return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
 }

@@ -17,6 +17,7 @@ import type {
   SuppressionRecord,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
+import { type RegulationSourceRow, toRegulationSourceRecord } from '../rows.js';
 
 interface RegulationRow {
   id: string;
@@ -25,14 +26,6 @@ interface RegulationRow {
   source_ids: string | null;
   status: RegulationStatus;
   created_at: number;
-  updated_at: number;
-}
-
-interface SourceRow {
-  regulation_id: string;
-  source_id: string;
-  status: RegulationStepStatus;
-  error: string | null;
   updated_at: number;
 }
 
@@ -68,7 +61,7 @@ export class RegulationQueries {
   private readonly eraseMessages: Statement<[string, string]>;
   private readonly stepCounts: Statement<[string], { pending: number; failed: number }>;
   private readonly setStatus: Statement<[RegulationStatus, number, string]>;
-  private readonly sourcesOf: Statement<[string], SourceRow>;
+  private readonly sourcesOf: Statement<[string], RegulationSourceRow>;
   private readonly runStepTx: (step: RegulationStepRun) => boolean;
   private readonly failStepTx: (step: RegulationStepKey, error: string, at: number) => boolean;
 
@@ -175,12 +168,12 @@ export class RegulationQueries {
     if (rows.length === 0) return [];
     const sources = this.db
       .prepare(`SELECT * FROM regulation_sources WHERE regulation_id IN (SELECT value FROM json_each(?)) ORDER BY regulation_id, source_id`)
-      .all(JSON.stringify(rows.map((r) => r.id))) as SourceRow[];
+      .all(JSON.stringify(rows.map((r) => r.id))) as RegulationSourceRow[];
     const byRegulation = new Map<string, RegulationSourceRecord[]>();
     for (const row of sources) {
       let list = byRegulation.get(row.regulation_id);
       if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
-      list.push(toSourceRecord(row));
+      list.push(toRegulationSourceRecord(row));
     }
     return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
   }
@@ -189,7 +182,7 @@ export class RegulationQueries {
     const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string }) | undefined;
     if (row === undefined) return undefined;
     return {
-      ...toRecord(row, this.sourcesOf.all(id).map(toSourceRecord)),
+      ...toRecord(row, this.sourcesOf.all(id).map(toRegulationSourceRecord)),
       subjectIds: JSON.parse(row.subject_ids) as string[],
     };
   }
@@ -199,7 +192,7 @@ export class RegulationQueries {
       .prepare(`
         SELECT s.regulation_id, s.source_id FROM regulation_sources s JOIN regulations r ON r.id = s.regulation_id
         WHERE s.status = 'PENDING' ORDER BY r.created_at, r.id, s.source_id LIMIT ?`)
-      .all(limit) as Array<Pick<SourceRow, 'regulation_id' | 'source_id'>>;
+      .all(limit) as Array<Pick<RegulationSourceRow, 'regulation_id' | 'source_id'>>;
     return rows.map((row) => ({ regulationId: row.regulation_id, sourceId: row.source_id }));
   }
 
@@ -224,8 +217,4 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     updatedAt: row.updated_at,
     sources,
   };
-}
-
-function toSourceRecord(row: SourceRow): RegulationSourceRecord {
-  return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
 }
