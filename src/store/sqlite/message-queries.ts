@@ -1,18 +1,18 @@
-import { hash } from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
 import { type MessageRow, toStoredMessage } from '../rows.js';
+import { DedupeIndex } from './dedupe-index.js';
 
 const PRUNE_BATCH = 2_000;
-/** De-duplication keys examined per prune chunk. */
-const PRUNE_SCAN = 20_000;
 
 /** Ingest's writes and the debugger's reads of the `messages` table. */
 export class MessageQueries {
-  private readonly markSeen: Statement<[bigint, string, string, number, number]>;
-  /** Where the chunked scan of expired de-duplication keys goes on from. */
-  private dedupeCursor: bigint | undefined;
+  /** Built from the stored messages on the first append; see {@link DedupeIndex}. */
+  private dedupe: DedupeIndex | undefined;
+  private readonly acceptedRow: Statement<[number], [string, string | null, number, string]>;
+  private readonly acceptedFrom: Statement<[number], [number, string, string, number]>;
+  private readonly firstSeqFrom: Statement<[number], [number, number]>;
   private readonly insertMessage: Statement<unknown[]>;
   private readonly insertDelivery: Statement<[string, number, string, number, number, number]>;
   private readonly recent: Statement<[string, number], MessageRow>;
@@ -22,12 +22,17 @@ export class MessageQueries {
   private readonly appendAll: (entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[];
 
   constructor(private readonly db: Database) {
-    // The upsert changes a row exactly when the message is new: no key, an
-    // expired key, or (a hash collision) a key of another message.
-    this.markSeen = db.prepare(`
-      INSERT INTO dedupe_keys (key, source_id, message_id, seen_at) VALUES (?, ?, ?, ?)
-      ON CONFLICT (key) DO UPDATE SET source_id = excluded.source_id, message_id = excluded.message_id, seen_at = excluded.seen_at
-      WHERE dedupe_keys.seen_at < ? OR dedupe_keys.message_id != excluded.message_id OR dedupe_keys.source_id != excluded.source_id`);
+    this.acceptedRow = db.prepare(`SELECT source_id, message_id, received_at, status FROM messages WHERE seq = ?`).raw() as Statement<
+      [number],
+      [string, string | null, number, string]
+    >;
+    this.acceptedFrom = db
+      .prepare(`SELECT seq, source_id, message_id, received_at FROM messages WHERE seq >= ? AND status = 'accepted' AND message_id IS NOT NULL`)
+      .raw() as Statement<[number], [number, string, string, number]>;
+    this.firstSeqFrom = db.prepare(`SELECT seq, received_at FROM messages WHERE seq >= ? ORDER BY seq LIMIT 1`).raw() as Statement<
+      [number],
+      [number, number]
+    >;
     this.insertMessage = db.prepare(`
       INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -48,13 +53,45 @@ export class MessageQueries {
   }
 
   private appendOne(entry: IngestEntry, dedupeSince: number): AppendResult {
-    let status: MessageStatus = entry.status;
-    if (status === 'accepted' && entry.messageId !== undefined) {
-      const key = dedupeKey(entry.sourceId, entry.messageId);
-      const fresh = this.markSeen.run(key, entry.sourceId, entry.messageId, entry.receivedAt, dedupeSince).changes > 0;
-      if (!fresh) status = 'duplicate';
+    const { sourceId, messageId } = entry;
+    if (entry.status !== 'accepted' || messageId === undefined) return { seq: this.insert(entry, entry.status), status: entry.status };
+    const index = (this.dedupe ??= this.rebuildDedupeIndex(dedupeSince));
+    const sameMessage = (seq: number): boolean => {
+      const row = this.acceptedRow.get(seq);
+      return row !== undefined && row[0] === sourceId && row[1] === messageId && row[2] >= dedupeSince && row[3] === 'accepted';
+    };
+    if (index.seen(sourceId, messageId, dedupeSince, sameMessage)) return { seq: this.insert(entry, 'duplicate'), status: 'duplicate' };
+    const seq = this.insert(entry, 'accepted');
+    index.add(sourceId, messageId, entry.receivedAt, seq);
+    return { seq, status: 'accepted' };
+  }
+
+  /** Indexes the messages accepted since `since`, reading from the first one received then. */
+  private rebuildDedupeIndex(since: number): DedupeIndex {
+    const index = new DedupeIndex();
+    for (const [seq, sourceId, messageId, receivedAt] of this.acceptedFrom.iterate(this.firstSeqReceivedSince(since))) {
+      if (receivedAt >= since) index.add(sourceId, messageId, receivedAt, seq);
     }
-    return { seq: this.insert(entry, status), status };
+    return index;
+  }
+
+  /**
+   * Binary search over seq: messages are appended in order of arrival, so
+   * received_at grows with seq (but for clock steps, which only move the
+   * boundary by their size).
+   */
+  private firstSeqReceivedSince(since: number): number {
+    const first = this.firstSeqFrom.get(0);
+    if (first === undefined) return 0;
+    let low = first[0];
+    let high = (this.db.prepare(`SELECT MAX(seq) FROM messages`).pluck().get() as number) + 1;
+    while (low < high) {
+      const middle = Math.floor((low + high) / 2);
+      const [seq, receivedAt] = this.firstSeqFrom.get(middle)!; // middle <= MAX(seq)
+      if (receivedAt >= since) high = middle;
+      else low = seq + 1;
+    }
+    return low;
   }
 
   /**
@@ -95,29 +132,8 @@ export class MessageQueries {
     return count as number;
   }
 
-  /**
-   * Deletes one chunk of expired de-duplication keys, scanning the table in
-   * key order from where the previous call stopped (there is no index by
-   * age); a full pass ends when the scan wraps around.
-   */
-  private pruneDedupeChunk(before: number): number {
-    const rows = this.db
-      .prepare(`SELECT key, seen_at FROM dedupe_keys WHERE key > ? ORDER BY key LIMIT ?`)
-      .safeIntegers(true)
-      .all(this.dedupeCursor ?? -(2n ** 63n), PRUNE_SCAN) as Array<{ key: bigint; seen_at: bigint }>;
-    this.dedupeCursor = rows.length < PRUNE_SCAN ? undefined : rows.at(-1)!.key;
-    const expired = rows.filter((row) => row.seen_at < BigInt(before)).map((row) => row.key.toString());
-    if (expired.length === 0) return 0;
-    return this.db.prepare(`DELETE FROM dedupe_keys WHERE key IN (SELECT CAST(value AS INTEGER) FROM json_each(?))`).run(JSON.stringify(expired)).changes;
-  }
-
-  /** True while a chunked pass over the de-duplication keys is under way. */
-  get pruneInProgress(): boolean {
-    return this.dedupeCursor !== undefined;
-  }
-
   /** Deletes one batch of old rows per table; returns how many rows went. */
-  pruneBatch(before: number, dedupeBefore: number): number {
+  pruneBatch(before: number): number {
     const finished = this.db
       .prepare(`SELECT id FROM deliveries WHERE status != 'pending' AND created_at < ? ORDER BY id LIMIT ?`)
       .pluck()
@@ -135,13 +151,6 @@ export class MessageQueries {
             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_seq = m.seq)
           ORDER BY seq LIMIT ?)`)
       .run(before, PRUNE_BATCH).changes;
-    removed += this.pruneDedupeChunk(dedupeBefore);
     return removed;
   }
 }
-
-/** The first 64 bits of SHA-256 over the source and message ids, as a signed SQLite integer. */
-function dedupeKey(sourceId: string, messageId: string): bigint {
-  return hash('sha256', `${sourceId}\u0000${messageId}`, 'buffer').readBigInt64BE(0);
-}
-

@@ -127,6 +127,10 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (user_id, source_id)
   ) WITHOUT ROWID;
   `,
+  // 3: de-duplication moves to an in-memory index rebuilt from messages (see dedupe-index.ts)
+  `
+  DROP TABLE dedupe_keys;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

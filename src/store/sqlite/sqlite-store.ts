@@ -187,7 +187,6 @@ export class SqliteStore implements Store {
         .run(id);
       this.db.prepare('DELETE FROM deliveries WHERE source_id = ?').run(id);
       this.db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
-      this.db.prepare('DELETE FROM dedupe_keys WHERE source_id = ?').run(id);
       return true;
     });
   }
@@ -219,7 +218,7 @@ export class SqliteStore implements Store {
   async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
     const results = this.messages.append(entries, dedupeSince);
     this.emit('messages');
-    if (results.some((r) => r.status === 'accepted')) this.emit('deliveries');
+    if (results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0)) this.emit('deliveries');
     return results;
   }
 
@@ -311,12 +310,13 @@ export class SqliteStore implements Store {
 
   // --- housekeeping ------------------------------------------------------------------
 
-  async prune(before: number, dedupeBefore: number): Promise<number> {
+  /** De-duplication needs no pruning here: its index forgets by itself (see DedupeIndex). */
+  async prune(before: number): Promise<number> {
     let total = 0;
     for (;;) {
-      const removed = this.db.transaction(() => this.messages.pruneBatch(before, dedupeBefore))();
+      const removed = this.db.transaction(() => this.messages.pruneBatch(before))();
       total += removed;
-      if (removed === 0 && !this.messages.pruneInProgress) return total;
+      if (removed === 0) return total;
       await nextTurn(); // let ingest and delivery run between batches
     }
   }
