@@ -1,7 +1,7 @@
 import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 import { webhookBody } from '../domain/webhook-payload.js';
-import { type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
+import { type SettingsCheck, type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
 import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
@@ -91,7 +91,7 @@ async function sendTo(receiver: WebhookReceiver, body: string, headers: Record<s
     if (admission.probe) ctx.breaker.abandonProbe(origin, now);
     return { url: receiver.url, reason: 'busy', until: ctx.stop.aborted ? now : ctx.slots.holdUntil(origin, now, ctx.random) };
   }
-  const result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers }, body, ctx.stop);
+  const result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers }, body);
   ctx.slots.release(origin, result.health === 'neutral' || result.aborted ? undefined : result.durationMs);
   if (result.aborted) {
     if (admission.probe) ctx.breaker.abandonProbe(origin, ctx.now());
@@ -107,12 +107,24 @@ interface Prepared {
   readonly sharedSecret: string | undefined;
 }
 
+/**
+ * Settings parsed once per destination record: the directory replaces the
+ * record when they change, so its identity is the cache key.
+ */
+const parsedByRecord = new WeakMap<DestinationRecord, SettingsCheck>();
+
+function parsedSettings(destination: DestinationRecord): SettingsCheck {
+  let parsed = parsedByRecord.get(destination);
+  if (parsed === undefined) parsedByRecord.set(destination, (parsed = parseWebhookSettings(destination.settings)));
+  return parsed;
+}
+
 /** What to send and where, or why nothing can be sent. */
 function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefined): Prepared | string {
   // A job outlives a change of settings: the destination is read as it is now.
   if (destination === undefined) return 'the source has no Webhooks destination any more';
   if (!destination.enabled) return 'the source\'s Webhooks destination is disabled; retry the delivery after enabling it';
-  const settings = parseWebhookSettings(destination.settings);
+  const settings = parsedSettings(destination);
   if (!settings.ok) return `the Webhooks settings are invalid: ${settings.problem}`;
   const body = webhookBody(job.body);
   if (body === undefined) return 'the stored message is no longer readable (deleted or pruned)';

@@ -117,6 +117,7 @@ export class DeliveryWorker {
     this.now = options.now ?? Date.now;
     this.sender = new WebhookSender({
       timeoutMs: settings.deliveryTimeoutMs,
+      stop: this.stopController.signal,
       allowPrivateReceivers: settings.allowPrivateReceivers,
       connectionsPerOrigin: this.limits.perOrigin,
       now: this.now,

@@ -1,11 +1,13 @@
 import { performance } from 'node:perf_hooks';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { type Verdict, verdictForStatus } from '../domain/delivery-decision.js';
 import { parseRetryAfter } from '../domain/retry-policy.js';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from './address-guard.js';
 
 export interface WebhookSenderOptions {
   readonly timeoutMs: number;
+  /** Aborted when the worker stops: POSTs in flight end at once, as `aborted` results. */
+  readonly stop: AbortSignal;
   readonly allowPrivateReceivers: boolean;
   /** Keep-alive connections per origin. */
   readonly connectionsPerOrigin: number;
@@ -44,9 +46,18 @@ const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEO
  * the delivery timeout from start to end of the response. Without
  * `allowPrivateReceivers`, connections go only to addresses that passed the
  * SSRF guard.
+ *
+ * Requests go through undici's dispatch API, not `request()`: no response
+ * stream, AbortController or timer per POST. One timer serves every
+ * deadline, and stopping aborts what is in flight through the handlers.
+ * (Measured: these per-POST objects were about a fifth of the worker's CPU.)
  */
 export class WebhookSender {
   private readonly agent: Agent;
+  private readonly targets = new Map<string, Target>();
+  /** In flight, oldest first: every POST has the same timeout, so deadlines come in this order too. */
+  private readonly inFlight = new Set<PostHandler>();
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: WebhookSenderOptions) {
     this.agent = new Agent({
@@ -59,65 +70,86 @@ export class WebhookSender {
         ...(options.allowPrivateReceivers ? {} : { lookup: guardedLookup }),
       },
     });
+    options.stop.addEventListener('abort', () => {
+      for (const handler of this.inFlight) handler.abort('stopped');
+    }, { once: true });
   }
 
   /** Never rejects: failures are results. */
-  async post(url: string, headers: Readonly<Record<string, string>>, body: string, stop: AbortSignal): Promise<PostResult> {
+  async post(url: string, headers: Readonly<Record<string, string>>, body: string): Promise<PostResult> {
     const at = this.options.now();
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
-    const target = new URL(url);
+    const target = this.target(url);
     const refused = this.options.allowPrivateReceivers ? undefined : refuseLiteral(target.hostname);
     if (refused !== undefined) return this.failure(url, at, elapsed(), refused, false);
+    if (this.options.stop.aborted) return stopped(url, at, elapsed());
 
-    // One controller and one timer per request: cheaper than AbortSignal.timeout plus AbortSignal.any.
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, this.options.timeoutMs);
-    const onStop = (): void => controller.abort();
-    stop.addEventListener('abort', onStop);
+    const handler = new PostHandler(started + this.options.timeoutMs);
+    this.inFlight.add(handler);
+    this.armDeadlineTimer();
     try {
-      const response = await this.agent.request({
-        origin: target.origin,
-        path: `${target.pathname}${target.search}`,
-        method: 'POST',
-        headers,
-        body,
-        signal: controller.signal,
-      });
-      // The answer is in; a body that fails to arrive does not change it.
-      await response.body.dump({ limit: MAX_RESPONSE_BYTES }).catch(() => undefined);
-      const statusCode = response.statusCode;
-      const verdict = verdictForStatus(statusCode);
-      const retryAfter = verdict === 'retriable' ? parseRetryAfter(firstHeader(response.headers['retry-after']), this.options.now()) : undefined;
-      return {
-        url,
-        at,
-        durationMs: elapsed(),
-        statusCode,
-        verdict,
-        summary: `HTTP ${statusCode}`,
-        retryAfterMs: retryAfter,
-        metric: `${Math.floor(statusCode / 100)}xx`,
-        health: verdict === 'retriable' ? 'failure' : 'success',
-        aborted: false,
-      };
+      this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers, body }, handler);
     } catch (error) {
-      if (stop.aborted && !timedOut) {
-        return { url, at, durationMs: elapsed(), error: 'stopped', verdict: 'retriable', summary: 'stopped', metric: 'error', health: 'neutral', aborted: true };
-      }
-      return this.failure(url, at, elapsed(), error, timedOut);
-    } finally {
-      clearTimeout(timer);
-      stop.removeEventListener('abort', onStop);
+      handler.onResponseError(undefined, error as Error);
     }
+    const answer = await handler.settled;
+    this.inFlight.delete(handler);
+    if (answer.statusCode === undefined) {
+      if (answer.endedBy === 'stopped') return stopped(url, at, elapsed());
+      return this.failure(url, at, elapsed(), answer.error, answer.endedBy === 'timeout');
+    }
+    // The answer is in; a body cut short (too long, too slow) does not change it.
+    const statusCode = answer.statusCode;
+    const verdict = verdictForStatus(statusCode);
+    const retryAfter = verdict === 'retriable' ? parseRetryAfter(firstHeader(answer.retryAfter), this.options.now()) : undefined;
+    return {
+      url,
+      at,
+      durationMs: elapsed(),
+      statusCode,
+      verdict,
+      summary: `HTTP ${statusCode}`,
+      retryAfterMs: retryAfter,
+      metric: `${Math.floor(statusCode / 100)}xx`,
+      health: verdict === 'retriable' ? 'failure' : 'success',
+      aborted: false,
+    };
+  }
+
+  /** One timer, due at the oldest request's deadline; it ends every request past its own. */
+  private armDeadlineTimer(): void {
+    if (this.deadlineTimer !== undefined) return;
+    const oldest = this.inFlight.values().next().value;
+    if (oldest === undefined) return;
+    this.deadlineTimer = setTimeout(() => {
+      this.deadlineTimer = undefined;
+      const now = performance.now();
+      for (const handler of this.inFlight) {
+        if (handler.deadline > now) break;
+        handler.abort('timeout');
+        this.inFlight.delete(handler);
+      }
+      this.armDeadlineTimer();
+    }, Math.max(0, oldest.deadline - performance.now()) + 1);
+    this.deadlineTimer.unref();
+  }
+
+  /** Origin and path of a receiver URL, parsed once per URL (receivers are few and reused). */
+  private target(url: string): Target {
+    let target = this.targets.get(url);
+    if (target === undefined) {
+      const parsed = new URL(url);
+      target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}`, hostname: parsed.hostname };
+      if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
+      this.targets.set(url, target);
+    }
+    return target;
   }
 
   /** Closes every connection, ending requests still in flight. */
   async destroy(): Promise<void> {
+    clearTimeout(this.deadlineTimer);
     await this.agent.destroy();
   }
 
@@ -140,6 +172,89 @@ export class WebhookSender {
     }
     const text = code === undefined ? message : `${code}: ${message}`;
     return { ...base, error: text, verdict: 'retriable', summary: text, metric: 'error', health: 'failure' };
+  }
+}
+
+interface Target {
+  readonly origin: string;
+  readonly path: string;
+  readonly hostname: string;
+}
+
+const MAX_CACHED_TARGETS = 10_000;
+
+function stopped(url: string, at: number, durationMs: number): PostResult {
+  return { url, at, durationMs, error: 'stopped', verdict: 'retriable', summary: 'stopped', metric: 'error', health: 'neutral', aborted: true };
+}
+
+interface Answer {
+  readonly statusCode?: number | undefined;
+  readonly retryAfter?: string | string[] | undefined;
+  readonly error?: unknown;
+  /** Why it ended early: the deadline passed, or the worker stopped. */
+  readonly endedBy?: 'timeout' | 'stopped' | undefined;
+}
+
+/**
+ * Follows one POST through undici and settles once, with the first final
+ * status (the body is read, up to MAX_RESPONSE_BYTES, so the connection can
+ * be reused) or the error that ended it.
+ */
+class PostHandler implements Dispatcher.DispatchHandler {
+  readonly settled: Promise<Answer>;
+  private settle!: (answer: Answer) => void;
+  private controller: Dispatcher.DispatchController | undefined;
+  private statusCode: number | undefined;
+  private retryAfter: string | string[] | undefined;
+  private bytes = 0;
+  private endedBy: Answer['endedBy'];
+  private done = false;
+
+  constructor(readonly deadline: number) {
+    this.settled = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  /** Ends the request (if it has not ended) for `reason`; an answer already in still counts. */
+  abort(reason: 'timeout' | 'stopped'): void {
+    if (this.done) return;
+    this.endedBy = reason;
+    if (this.statusCode !== undefined) this.finish();
+    else this.finish(new Error(reason));
+    this.controller?.abort(new Error(reason));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.done) controller.abort(new Error(this.endedBy ?? 'ended'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    if (statusCode < 200) return; // 1xx: the final answer is still to come
+    this.statusCode = statusCode;
+    this.retryAfter = headers['retry-after'];
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.bytes += chunk.length;
+    // Past the limit the connection is not worth saving: drop it, keep the answer.
+    if (this.bytes > MAX_RESPONSE_BYTES) {
+      this.finish();
+      controller.abort(new Error('response body too large'));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.finish();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.finish(this.statusCode === undefined ? error : undefined);
+  }
+
+  private finish(error?: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.settle(error === undefined ? { statusCode: this.statusCode, retryAfter: this.retryAfter } : { error, endedBy: this.endedBy });
   }
 }
 

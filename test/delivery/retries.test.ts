@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
-import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, sourceWithWebhooks, waitForDelivery, waitForOnlyDelivery } from '../helpers/webhooks.js';
 
 describe('retries and what is not retried', () => {
@@ -45,6 +48,45 @@ describe('retries and what is not retried', () => {
     assert.match(delivery.attempts[0].error, /timeout after 300 ms/);
     assert.equal(delivery.attempts[0].statusCode, undefined);
     assert.equal(delivery.attempts[1].statusCode, 200);
+  });
+
+  it('keeps an answer whose body is endless or stalls: the status counts, the POST still ends in time', async () => {
+    const bodies = ['endless', 'stalled'];
+    const server = createServer((request, response) => {
+      request.resume();
+      const kind = bodies[Math.min(calls++, 1)];
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      if (kind === 'stalled') {
+        response.write('a little, then nothing');
+        return;
+      }
+      // 1 MB a second, for ever: far past what a worker reads of an answer.
+      const pump = setInterval(() => response.write(Buffer.alloc(16 * 1024, 120)), 16);
+      response.on('close', () => clearInterval(pump));
+    });
+    let calls = 0;
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const source = await sourceWithWebhooks(sy, [url]);
+      for (const event of bodies) {
+        await sy.send('/v1/track', source.writeKey, { userId: 'u1', event });
+      }
+      const listed = await eventually(async () => {
+        const all = await listDeliveries(sy, source.id);
+        return all.length === 2 && all.every((d: any) => d.status === 'succeeded') ? all : undefined;
+      }, 10_000, 'both deliveries to succeed');
+      for (const { id } of listed) {
+        const delivery = await waitForDelivery(sy, id, 'succeeded');
+        assert.equal(delivery.attempts.length, 1);
+        assert.equal(delivery.attempts[0].statusCode, 200);
+        assert.ok(delivery.attempts[0].durationMs < 2_000, `ended in ${delivery.attempts[0].durationMs} ms`);
+      }
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
   });
 
   it('gives up when the retry window closes, keeps the delivery as failed, and retries it by hand', async () => {

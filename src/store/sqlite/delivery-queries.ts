@@ -14,8 +14,8 @@ import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } 
 export class DeliveryQueries {
   private readonly claimTx: (request: ClaimRequest) => ClaimedDelivery[];
   private readonly finishTx: (outcomes: readonly DeliveryOutcome[]) => void;
-  private readonly lease: Statement<[string, number, number, number, number], DeliveryRow>;
-  private readonly messageBody: Statement<[number], { body: string }>;
+  /** Claims and reads each claimed job's message body in one statement. */
+  private readonly lease: Statement<[string, number, number, number, number], DeliveryRow & { body: string | null }>;
   private readonly finish: Statement<unknown[]>;
   private readonly defer: Statement<[number, number, number, string]>;
   private readonly insertAttempt: Statement<unknown[]>;
@@ -28,8 +28,7 @@ export class DeliveryQueries {
       WHERE id IN (
         SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
         ORDER BY next_attempt_at LIMIT ?)
-      RETURNING *`);
-    this.messageBody = db.prepare(`SELECT body FROM messages WHERE seq = ?`);
+      RETURNING *, (SELECT body FROM messages WHERE seq = message_seq) AS body`);
     this.finish = db.prepare(`
       UPDATE deliveries SET status = ?, attempt_count = attempt_count + 1, first_attempt_at = ?,
         next_attempt_at = ?, retry_urls = ?, last_error = ?, lease_owner = NULL, updated_at = ?
@@ -49,7 +48,7 @@ export class DeliveryQueries {
         sourceId: row.source_id,
         destination: row.destination,
         messageSeq: row.message_seq,
-        body: this.messageBody.get(row.message_seq)?.body ?? 'null',
+        body: row.body ?? 'null',
         attemptCount: row.attempt_count,
         firstAttemptAt: row.first_attempt_at ?? undefined,
         retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
