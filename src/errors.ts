@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   unsupported_encoding: 415,
   invalid_write_key: 401,
   storage_unavailable: 503,
+  overloaded: 503,
   // Admin API: {"error":{"code":…,"message":…}}
   unauthorized: 401,
   invalid_request: 400,

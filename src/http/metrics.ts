@@ -53,13 +53,24 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly ingestBacklog = new Gauge({
+  /** Read at scrape time; see {@link watchCommitBacklog}. */
+  private readCommitBacklog: () => number = () => 0;
+
+  readonly ingestBacklog: Gauge = new Gauge({
     name: 'switchyard_ingest_commit_backlog',
     help: 'Messages waiting for the next ingest commit',
     registers: [this.registry],
+    collect: () => {
+      this.ingestBacklog.set(this.readCommitBacklog());
+    },
   });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
+  }
+
+  /** The backlog changes with every request: reading it when scraped costs nothing per request. */
+  watchCommitBacklog(read: () => number): void {
+    this.readCommitBacklog = read;
   }
 }

@@ -3,8 +3,17 @@ import type { AppendResult, IngestEntry, Store } from '../store/store.js';
 
 interface Waiter {
   readonly entries: readonly IngestEntry[];
+  readonly bytes: number;
   readonly resolve: (results: AppendResult[]) => void;
   readonly reject: (error: unknown) => void;
+}
+
+/**
+ * The backlog is full: the entries were not queued, so nothing of them is
+ * stored and the client may safely send them again.
+ */
+export class BacklogFullError extends Error {
+  override readonly name = 'BacklogFullError';
 }
 
 /**
@@ -12,10 +21,16 @@ interface Waiter {
  * commit is under way (or within the same event-loop turn) go into the next
  * one, a single transaction. Each caller's promise settles when its own
  * entries are committed, so a 200 still means "stored".
+ *
+ * The queue is bounded (admission control): when requests arrive faster than
+ * the store commits, the queue, and every request object, parsed body and
+ * socket buffer waiting on it, would otherwise grow without limit until the
+ * process runs out of memory. Past the bound, commit() refuses at once.
  */
 export class GroupCommitter {
   private queue: Waiter[] = [];
   private queuedEntries = 0;
+  private queuedBytes = 0;
   private committing = false;
   private scheduled = false;
 
@@ -25,17 +40,52 @@ export class GroupCommitter {
       readonly now: () => number;
       /** A commit takes at most this many entries; the rest wait for the next. */
       readonly maxEntries: number;
+      /** Entries waiting past which commit() refuses new ones. */
+      readonly maxBacklog: number;
+      /** The same bound in message bytes (JSON text), for big messages. */
+      readonly maxBacklogBytes: number;
+      /** The same bound in requests, for many small ones (each holds its request and reply). */
+      readonly maxBacklogRequests: number;
       readonly onCommit?: (entries: number, durationMs: number) => void;
     },
   ) {}
 
+  /**
+   * Queues the entries for the next commit. Rejects with
+   * {@link BacklogFullError}, without queuing anything, when they would take
+   * the backlog past its bound; an empty queue takes anything, so that no
+   * request is refused for its size alone.
+   */
   commit(entries: readonly IngestEntry[]): Promise<AppendResult[]> {
     if (entries.length === 0) return Promise.resolve([]);
+    let bytes = 0;
+    for (const entry of entries) bytes += entry.body.length;
+    if (
+      this.queue.length > 0 &&
+      (this.queue.length >= this.options.maxBacklogRequests ||
+        this.queuedEntries + entries.length > this.options.maxBacklog ||
+        this.queuedBytes + bytes > this.options.maxBacklogBytes)
+    ) {
+      return Promise.reject(new BacklogFullError(`the commit backlog is full (${this.queuedEntries} messages waiting)`));
+    }
     return new Promise((resolve, reject) => {
-      this.queue.push({ entries, resolve, reject });
+      this.queue.push({ entries, bytes, resolve, reject });
       this.queuedEntries += entries.length;
+      this.queuedBytes += bytes;
       this.schedule();
     });
+  }
+
+  /**
+   * Whether the backlog is at its bound, so that a request can be refused
+   * before its body is even read and parsed.
+   */
+  get full(): boolean {
+    return (
+      this.queue.length >= this.options.maxBacklogRequests ||
+      this.queuedEntries >= this.options.maxBacklog ||
+      this.queuedBytes >= this.options.maxBacklogBytes
+    );
   }
 
   private schedule(): void {
@@ -73,14 +123,17 @@ export class GroupCommitter {
   /** Whole requests, up to maxEntries (always at least one request). */
   private takeBatch(): Waiter[] {
     let count = 0;
+    let bytes = 0;
     let taken = 0;
     while (taken < this.queue.length) {
-      const size = this.queue[taken]!.entries.length;
-      if (taken > 0 && count + size > this.options.maxEntries) break;
-      count += size;
+      const waiter = this.queue[taken]!;
+      if (taken > 0 && count + waiter.entries.length > this.options.maxEntries) break;
+      count += waiter.entries.length;
+      bytes += waiter.bytes;
       taken++;
     }
     this.queuedEntries -= count;
+    this.queuedBytes -= bytes;
     return this.queue.splice(0, taken);
   }
 

@@ -6,7 +6,7 @@ import type { Metrics } from '../http/metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { AppendResult, IngestEntry } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
-import type { GroupCommitter } from './group-commit.js';
+import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import { readBody } from './read-body.js';
 import { writeKeyFromAuthorization } from './write-key.js';
 
@@ -40,12 +40,39 @@ interface RouteConfig {
 const SUCCESS = '{"success":true}';
 
 /**
+ * Retry-After of an `overloaded` answer. The backlog bound is under a
+ * second of commits (see main.ts), so by then it has room again.
+ */
+const OVERLOADED_RETRY_AFTER_S = '1';
+/** At most one warning per this long while ingest refuses requests: a flood must not flood the log too. */
+const OVERLOAD_LOG_EVERY_MS = 10_000;
+
+/**
  * The Tracking API, `/v1/*`. Encapsulated: its body parser reads every
  * content type as JSON (browsers send text/plain, RudderStack's SDK
  * x-www-form-urlencoded), and its errors have the Tracking API's shape.
  */
 export async function trackingRoutes(app: FastifyInstance, options: TrackingRoutesOptions): Promise<void> {
   const { directory, committer, metrics, now, newMessageId } = options;
+  let overloadLoggedAt = -Infinity;
+  let refusedSinceLog = 0;
+  const overloaded = (request: FastifyRequest, reply: FastifyReply): ApiError => {
+    refusedSinceLog++;
+    const at = now();
+    if (at - overloadLoggedAt >= OVERLOAD_LOG_EVERY_MS) {
+      request.log.warn({ backlog: committer.backlog, refused: refusedSinceLog }, 'ingest overloaded: refusing requests with 503 until the commit backlog drains');
+      overloadLoggedAt = at;
+      refusedSinceLog = 0;
+    }
+    reply.header('retry-after', OVERLOADED_RETRY_AFTER_S);
+    return new ApiError('overloaded', 'the server is busy storing earlier messages; nothing was stored, retry later');
+  };
+  // Before the body is read and parsed: under a flood, refusing must cost
+  // less than accepting, or the refusals themselves starve the event loop.
+  const admit = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void => {
+    if (committer.full) done(overloaded(request, reply));
+    else done();
+  };
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, _payload, done) => {
@@ -104,6 +131,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     try {
       results = await committer.commit(entries);
     } catch (error) {
+      if (error instanceof BacklogFullError) throw overloaded(request, reply);
       request.log.error({ err: error }, 'could not store messages');
       reply.header('retry-after', '5');
       throw new ApiError('storage_unavailable', 'the messages could not be stored; retry later', { cause: error });
@@ -115,10 +143,10 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   const call: RouteConfig = { bodyLimit: LIMITS.callBytes };
   const batch: RouteConfig = { bodyLimit: LIMITS.batchBytes };
   for (const [path, type] of CALL_PATHS) {
-    app.post(`/v1/${path}`, { config: call }, (request, reply) => handle(request, reply, type));
+    app.post(`/v1/${path}`, { config: call, onRequest: admit }, (request, reply) => handle(request, reply, type));
   }
   for (const path of BATCH_PATHS) {
-    app.post(`/v1/${path}`, { config: batch }, (request, reply) => handle(request, reply, 'batch'));
+    app.post(`/v1/${path}`, { config: batch, onRequest: admit }, (request, reply) => handle(request, reply, 'batch'));
   }
   // Client-side metrics from analytics.js: accepted and ignored.
   app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig }, async (_request, reply) => {
@@ -130,7 +158,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   });
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     const api = toApiError(error);
-    if (api.statusCode >= 500 && api.code !== 'storage_unavailable') request.log.error({ err: error }, 'tracking API error');
+    if (api.statusCode >= 500 && api.code !== 'storage_unavailable' && api.code !== 'overloaded') request.log.error({ err: error }, 'tracking API error');
     if (api.code === 'body_too_large' || api.code === 'invalid_encoding') {
       // Fastify asks for Connection: close after a parser error, which makes
       // Node close at once; linger instead (see discardRestOfBody).
