@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Store } from '../store/store.js';
-import { viewMessage } from './debugger-admin.js';
+import { entryJson } from './debugger-admin.js';
 
 /** What a stream reads: new messages after a cursor, and change notifications. */
 export type StreamStore = Pick<Store, 'listMessagesAfter' | 'countMessages' | 'listRecentMessages' | 'subscribe'>;
@@ -115,10 +115,12 @@ export class DebuggerStream {
         await this.skipAhead();
         continue;
       }
-      for (const message of page) {
-        if (this.out.writableNeedDrain) return;
-        this.out.write(`id: ${message.seq}\ndata: ${JSON.stringify(viewMessage(message))}\n\n`);
-        this.cursor = message.seq;
+      // One write a page: a write a message was one syscall a message.
+      let events = '';
+      for (const message of page) events += `id: ${message.seq}\ndata: ${entryJson(message)}\n\n`;
+      if (page.length > 0) {
+        this.cursor = page.at(-1)!.seq;
+        this.out.write(events);
       }
       if (page.length < PAGE) return;
     }

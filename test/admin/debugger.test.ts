@@ -100,6 +100,13 @@ void describe('debugger', () => {
       reader = await stream(source.id, { 'last-event-id': events[1]!.id! });
       await connected(reader);
       assert.deepEqual((await reader.events(2)).map((e) => e.data.message.event), ['Missed 1', 'Missed 2']);
+
+      // Escapes, quotes, non-ASCII and U+2028 survive the stream as they do the list.
+      await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'Ünï "q" \\ \u2028 \n end', properties: { nested: { a: [1, null, 'x'] } } });
+      const [tricky] = await reader.events(1);
+      const listedTricky = (await sy.admin('GET', `/sources/${source.id}/debugger?limit=1`)).body.messages[0];
+      assert.equal(tricky!.data.message.event, 'Ünï "q" \\ \u2028 \n end');
+      assert.deepEqual(tricky!.data, listedTricky);
     } finally {
       reader.close();
     }
