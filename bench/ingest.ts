@@ -1,22 +1,32 @@
 /**
  * Ingest benches (DESIGN.md, "Performance targets"): Switchyard answering
  * the Tracking API, every 200 meaning "stored", against a bare node:http
- * server that only parses the same bodies.
+ * server that only parses the same bodies. The `.floor` benches put the
+ * same load on a Fastify server that stores nothing instead: no target,
+ * they show how much of the gap the mandated framework takes by itself.
  */
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
-import { compareUnderLoad, comparisonNotes } from './lib/compare-under-load.js';
+import { type Comparison, compareUnderLoad, comparisonNotes } from './lib/compare-under-load.js';
 import { bodyFactory, messagesPerRequest, payloadPath, type PayloadSpec } from './lib/payloads.js';
 import type { Target } from './lib/target.js';
 
-interface IngestSpec {
+interface LoadSpec {
   readonly name: string;
   readonly description: string;
   readonly payload: PayloadSpec;
-  /** The figure whose ratio is judged. */
+  /** The figure whose ratio is reported. */
   readonly metric: 'requests/s' | 'messages/s';
+}
+
+interface IngestSpec extends LoadSpec {
   readonly target: number;
   /** Keep the source's live debugger stream open and read throughout (the cost of a watching admin). */
   readonly withDebuggerStream?: boolean;
+}
+
+interface FloorSpec extends LoadSpec {
+  /** The judged benches with the same load, whose ratio this one bounds. */
+  readonly floorOf: readonly string[];
 }
 
 interface OpenStream {
@@ -52,52 +62,117 @@ async function openDebuggerStream(target: Target): Promise<OpenStream> {
   return { events: () => events, close: () => controller.abort() };
 }
 
+interface Measured {
+  readonly comparison: Comparison;
+  readonly ratio: number;
+  /** What the load was, for the report. */
+  readonly request: Record<string, unknown>;
+  readonly debuggerStreamEvents: number | undefined;
+}
+
+/**
+ * Runs the spec's load against a fresh baseline and the server `start`
+ * makes, in the measured side's place; with --self-check a second baseline
+ * takes that place, whatever the bench.
+ */
+async function measure(
+  context: BenchContext,
+  spec: LoadSpec,
+  start: (label: string) => Promise<Target>,
+  withDebuggerStream: boolean,
+): Promise<Measured> {
+  const baseline = await context.startBaseline(`${spec.name} baseline`);
+  let measured: Target | undefined;
+  try {
+    measured = context.options.selfCheck ? await context.startBaseline(`${spec.name} second baseline (self-check)`) : await start(spec.name);
+    const stream = withDebuggerStream && !context.options.selfCheck ? await openDebuggerStream(measured) : undefined;
+    let comparison;
+    try {
+      comparison = await compareUnderLoad(context, { name: spec.name, baseline, switchyard: measured, payload: spec.payload });
+    } finally {
+      stream?.close();
+    }
+    const figure = spec.metric === 'requests/s' ? 'requestsPerSec' : 'messagesPerSec';
+    const denominator = comparison.baseline[figure];
+    return {
+      comparison,
+      ratio: denominator > 0 ? Math.round((comparison.switchyard[figure] / denominator) * 1000) / 1000 : 0,
+      request: {
+        path: payloadPath(spec.payload),
+        messagesPerRequest: messagesPerRequest(spec.payload),
+        bodyBytes: bodyFactory(spec.payload, 'size-probe')().length,
+        connections: context.options.connections,
+      },
+      debuggerStreamEvents: stream?.events(),
+    };
+  } finally {
+    await measured?.stop();
+    await baseline.stop();
+  }
+}
+
 function ingestBench(spec: IngestSpec): BenchDefinition {
   return {
     name: spec.name,
     async run(context: BenchContext): Promise<BenchReport> {
-      const baseline = await context.startBaseline(`${spec.name} baseline`);
-      let switchyard: Target | undefined;
-      try {
-        switchyard = context.options.selfCheck
-          ? await context.startBaseline(`${spec.name} second baseline (self-check)`)
-          : await context.startSwitchyard(`${spec.name} switchyard`);
-        const stream = spec.withDebuggerStream === true && !context.options.selfCheck ? await openDebuggerStream(switchyard) : undefined;
-        let comparison;
-        try {
-          comparison = await compareUnderLoad(context, { name: spec.name, baseline, switchyard, payload: spec.payload });
-        } finally {
-          stream?.close();
-        }
-        const figure = spec.metric === 'requests/s' ? 'requestsPerSec' : 'messagesPerSec';
-        const denominator = comparison.baseline[figure];
-        const ratio = denominator > 0 ? Math.round((comparison.switchyard[figure] / denominator) * 1000) / 1000 : 0;
-        return {
-          description: spec.description,
-          metric: spec.metric,
-          ratio,
-          target: spec.target,
-          pass: ratio >= spec.target,
-          request: {
-            path: payloadPath(spec.payload),
-            messagesPerRequest: messagesPerRequest(spec.payload),
-            bodyBytes: bodyFactory(spec.payload, 'size-probe')().length,
-            connections: context.options.connections,
-          },
-          switchyard: comparison.switchyard,
-          baseline: comparison.baseline,
-          roundRatios: comparison.roundRatios,
-          phases: comparison.phases,
-          notes: comparisonNotes(comparison),
-          ...(stream !== undefined && { debuggerStreamEvents: stream.events() }),
-        };
-      } finally {
-        await switchyard?.stop();
-        await baseline.stop();
-      }
+      const { comparison, ratio, request, debuggerStreamEvents } = await measure(
+        context,
+        spec,
+        (name) => context.startSwitchyard(`${name} switchyard`),
+        spec.withDebuggerStream === true,
+      );
+      return {
+        description: spec.description,
+        metric: spec.metric,
+        ratio,
+        target: spec.target,
+        pass: ratio >= spec.target,
+        request,
+        switchyard: comparison.switchyard,
+        baseline: comparison.baseline,
+        roundRatios: comparison.roundRatios,
+        phases: comparison.phases,
+        notes: comparisonNotes(comparison),
+        ...(debuggerStreamEvents !== undefined && { debuggerStreamEvents }),
+      };
     },
   };
 }
+
+/**
+ * compare-under-load names the measured side "switchyard"; in a floor
+ * bench that side is the Fastify floor, and the output must not say
+ * otherwise, nor call an understated figure a "floor" in a floor bench.
+ */
+function asFloor(text: string): string {
+  return text.replace(/\bswitchyard\b/g, 'Fastify floor').replace(/\bfigure is a floor\b/g, 'figure is a lower bound');
+}
+
+function floorBench(spec: FloorSpec): BenchDefinition {
+  return {
+    name: spec.name,
+    async run(context: BenchContext): Promise<BenchReport> {
+      const { comparison, ratio, request } = await measure(context, spec, (name) => context.startFrameworkFloor(`${name} fastify floor`), false);
+      return {
+        description: spec.description,
+        metric: spec.metric,
+        ratio,
+        informational: true,
+        floorOf: spec.floorOf,
+        request,
+        floor: comparison.switchyard,
+        baseline: comparison.baseline,
+        roundRatios: comparison.roundRatios,
+        phases: comparison.phases.map((phase) => (phase.side === 'switchyard' ? { ...phase, side: 'floor' } : phase)),
+        notes: comparisonNotes(comparison).map(asFloor),
+      };
+    },
+  };
+}
+
+const FLOOR_DESCRIPTION =
+  'Informational, no target: a Fastify 5 server that only lets Fastify\'s default JSON parser read the body and answers 200, ' +
+  'in Switchyard\'s place: the best any Fastify-based collector can do on this machine before storing anything.';
 
 export const ingestBenches: readonly BenchDefinition[] = [
   ingestBench({
@@ -106,6 +181,13 @@ export const ingestBenches: readonly BenchDefinition[] = [
     payload: { kind: 'track' },
     metric: 'requests/s',
     target: 0.75,
+  }),
+  floorBench({
+    name: 'ingest.track.floor',
+    description: `${FLOOR_DESCRIPTION} Same load as ingest.track.`,
+    payload: { kind: 'track' },
+    metric: 'requests/s',
+    floorOf: ['ingest.track', 'ingest.track.debugger'],
   }),
   ingestBench({
     name: 'ingest.track.debugger',
@@ -121,5 +203,12 @@ export const ingestBenches: readonly BenchDefinition[] = [
     payload: { kind: 'batch', size: 100 },
     metric: 'messages/s',
     target: 0.5,
+  }),
+  floorBench({
+    name: 'ingest.batch.floor',
+    description: `${FLOOR_DESCRIPTION} Same load as ingest.batch.`,
+    payload: { kind: 'batch', size: 100 },
+    metric: 'messages/s',
+    floorOf: ['ingest.batch'],
   }),
 ];

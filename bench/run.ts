@@ -10,17 +10,19 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { backlogBenches } from './backlog.js';
 import { deliveryBenches } from './delivery.js';
 import { ingestBenches } from './ingest.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
-import { installExitHandlers, runCleanups } from './lib/children.js';
+import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
 import { planCpus } from './lib/cpu-plan.js';
+import { freePort } from './lib/free-port.js';
 import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
-import { startBaseline } from './lib/target.js';
+import { startBaseline, type Target, waitHealthy, watchChild } from './lib/target.js';
 
 const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...backlogBenches, ...scalingBenches];
 
@@ -35,9 +37,23 @@ const USAGE = `usage: npm run bench -- [options]
   --json-out FILE      also write the JSON to FILE
   --report FILE        also write a Markdown report to FILE (e.g. docs/performance.md) and its SVG chart next to it
   --cpu-prof DIR       write a V8 CPU profile of every Switchyard process to DIR (open in Chrome DevTools)
-  --self-check         measure a second bare baseline in Switchyard's place: ratios should be ~1.0
+  --self-check         measure a second bare baseline in Switchyard's (and the Fastify floor's) place: ratios should be ~1.0
   --wait-quiet S       before each phase, wait up to S seconds for other processes to leave the CPUs idle
   --unpinned           do not pin servers and load generator to separate CPUs`;
+
+const FRAMEWORK_FLOOR_SCRIPT = fileURLToPath(new URL('./lib/fastify-floor-server.js', import.meta.url));
+
+/** Started exactly like the baseline (same env, same pinning), so that only the framework differs. */
+async function startFrameworkFloor(label: string, cpus: string | undefined): Promise<Target> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawnManaged(label, process.execPath, [FRAMEWORK_FLOOR_SCRIPT], {
+    cpus,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1' },
+  });
+  await waitHealthy(child, url, label);
+  return watchChild(label, child, url, {});
+}
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n\n${USAGE}\n`);
@@ -154,6 +170,7 @@ async function main(): Promise<void> {
     log,
     startBaseline: (label) => startBaseline(label, cpus.server),
     startSwitchyard: (label) => startSwitchyard(label, cli.options, cpus.server),
+    startFrameworkFloor: (label) => startFrameworkFloor(label, cpus.server),
   };
 
   const output = {
@@ -174,11 +191,12 @@ async function main(): Promise<void> {
       store: cli.options.store,
       // Inherited by the server from this environment, like every other SWITCHYARD_* setting.
       durability: process.env['SWITCHYARD_DURABILITY'] ?? 'process',
-      measured: cli.options.selfCheck ? 'self-check: a second bare baseline stands in for Switchyard' : 'bin/switchyard.js serve',
+      measured: cli.options.selfCheck ? 'self-check: a second bare baseline stands in for Switchyard and the Fastify floor' : 'bin/switchyard.js serve',
     },
     settings: { ...cli.options, postgresUrl: undefined, cpuProfileDir: undefined, loadGenerator: 'autocannon 8, one process per phase, loopback' },
     benches: {} as Record<string, unknown>,
-    summary: { pass: true, passed: [] as string[], failed: [] as string[], errored: [] as string[], elapsedSec: 0 },
+    // Informational benches have no target: listed apart, they never make the run fail.
+    summary: { pass: true, passed: [] as string[], failed: [] as string[], informational: [] as string[], errored: [] as string[], elapsedSec: 0 },
   };
 
   for (const bench of cli.selected) {
@@ -186,8 +204,13 @@ async function main(): Promise<void> {
     try {
       const report = await bench.run(context);
       output.benches[bench.name] = report;
-      (report.pass ? output.summary.passed : output.summary.failed).push(bench.name);
-      log(`${bench.name}: ratio ${report.ratio} (target ${report.target}) ${report.pass ? 'PASS' : 'FAIL'}`);
+      if (report.informational === true) {
+        output.summary.informational.push(bench.name);
+        log(`${bench.name}: ratio ${report.ratio} (informational, no target)`);
+      } else {
+        (report.pass ? output.summary.passed : output.summary.failed).push(bench.name);
+        log(`${bench.name}: ratio ${report.ratio} (target ${report.target}) ${report.pass ? 'PASS' : 'FAIL'}`);
+      }
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       output.benches[bench.name] = { error: message };

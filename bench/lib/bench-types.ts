@@ -32,6 +32,40 @@ export interface BenchContext {
   startBaseline(label: string): Promise<Target>;
   /** Switchyard on a fresh store, with one source whose write key is in the target's headers. */
   startSwitchyard(label: string): Promise<Target>;
+  /**
+   * The baseline's work on Fastify 5 with its default JSON parser
+   * (`fastify-floor-server.ts`), pinned like the other servers: the best a
+   * collector on the mandated framework can do before storing anything.
+   */
+  startFrameworkFloor(label: string): Promise<Target>;
+}
+
+interface BenchReportBase {
+  readonly description: string;
+  /** What the ratio divides, e.g. "requests/s". */
+  readonly metric: string;
+  readonly ratio: number;
+  readonly [extra: string]: unknown;
+}
+
+/** A bench judged against its DESIGN.md target. */
+export interface JudgedBenchReport extends BenchReportBase {
+  readonly informational?: false;
+  /** The DESIGN.md target for the ratio. */
+  readonly target: number;
+  readonly pass: boolean;
+}
+
+/**
+ * A bench measured for context only: it has no target in DESIGN.md, so it
+ * can neither pass nor fail, and the summary lists it apart.
+ */
+export interface InformationalBenchReport extends BenchReportBase {
+  readonly informational: true;
+  readonly target?: undefined;
+  readonly pass?: undefined;
+  /** The judged benches whose ratio this one bounds from above (a framework floor), for the report to show side by side. */
+  readonly floorOf?: readonly string[];
 }
 
 /**
@@ -39,16 +73,7 @@ export interface BenchContext {
  * bench's own, so that later benches (delivery, backlog) can report what
  * fits them.
  */
-export interface BenchReport {
-  readonly description: string;
-  /** What the ratio divides, e.g. "requests/s". */
-  readonly metric: string;
-  readonly ratio: number;
-  /** The DESIGN.md target for the ratio. */
-  readonly target: number;
-  readonly pass: boolean;
-  readonly [extra: string]: unknown;
-}
+export type BenchReport = JudgedBenchReport | InformationalBenchReport;
 
 export interface BenchDefinition {
   readonly name: string;

@@ -7,7 +7,10 @@
  *
  * The chart (FILE with .svg for .md) has two panels: each bench's ratio
  * against its target, and p50/p95/p99 latencies (log scale) of the benches
- * that have them. Plain SVG written here: no dependency.
+ * that have them. Plain SVG written here: no dependency. Informational
+ * benches (no target, e.g. the Fastify floor) never count as FAIL: they get
+ * a table of their own and grey bars, and a floor is also marked on the
+ * rows of the benches it bounds.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -48,9 +51,25 @@ function benches(output: Json): Array<[string, Json]> {
   return Object.entries(obj(output['benches'])).map(([name, bench]) => [name, obj(bench)]);
 }
 
+function informational(bench: Json): boolean {
+  return bench['informational'] === true;
+}
+
+/** Each judged bench's framework floor: the ratio of the informational bench that names it in `floorOf`. */
+function floors(output: Json): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [, bench] of benches(output)) {
+    const ratio = num(bench['ratio']);
+    if (!informational(bench) || ratio === undefined || !Array.isArray(bench['floorOf'])) continue;
+    for (const of of bench['floorOf']) if (typeof of === 'string') out.set(of, ratio);
+  }
+  return out;
+}
+
 /** The two sides a bench compares, when it has them. */
 function sides(bench: Json): { labels: [string, string]; a: Json; b: Json } | undefined {
   if (isObject(bench['switchyard']) && isObject(bench['baseline'])) return { labels: ['Switchyard', 'Baseline'], a: bench['switchyard'], b: bench['baseline'] };
+  if (isObject(bench['floor']) && isObject(bench['baseline'])) return { labels: ['Fastify floor', 'Baseline'], a: bench['floor'], b: bench['baseline'] };
   if (isObject(bench['big']) && isObject(bench['small'])) return { labels: ['Big queue', 'Small queue'], a: bench['big'], b: bench['small'] };
   return undefined;
 }
@@ -80,13 +99,16 @@ function leaves(value: Json, prefix = '', depth = 0): Array<[string, unknown]> {
   return out;
 }
 
-const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'target', 'pass', 'notes', 'phases', 'error']);
+const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'target', 'pass', 'informational', 'floorOf', 'notes', 'phases', 'error']);
 
 function benchSection(name: string, bench: Json): string[] {
   const lines = [`### ${name}`, ''];
   if (typeof bench['error'] === 'string') return [...lines, `**Error:** ${fmt(bench['error'])}`, ''];
   if (typeof bench['description'] === 'string') lines.push(bench['description'], '');
-  lines.push(`**Ratio ${fmt(bench['ratio'])}** (target ${fmt(bench['target'])}, ${bench['pass'] === true ? 'PASS' : 'FAIL'}); metric: ${fmt(bench['metric'])}.`, '');
+  const verdict = informational(bench)
+    ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the framework floor of ${fmt(bench['floorOf'])}` : ''}`
+    : `target ${fmt(bench['target'])}, ${bench['pass'] === true ? 'PASS' : 'FAIL'}`;
+  lines.push(`**Ratio ${fmt(bench['ratio'])}** (${verdict}); metric: ${fmt(bench['metric'])}.`, '');
   const pair = sides(bench);
   if (pair !== undefined) {
     const a = new Map(leaves(pair.a));
@@ -124,6 +146,35 @@ function benchSection(name: string, bench: Json): string[] {
   return lines;
 }
 
+/** The informational benches beside the ratios they bound; `Bench ÷ floor` is how much of the framework's reach the bench uses. */
+function floorTable(output: Json): string[] {
+  const rows = benches(output).filter(([, bench]) => informational(bench) && typeof bench['error'] !== 'string');
+  if (rows.length === 0) return [];
+  const lines = [
+    '',
+    '### Framework floor (informational, no target)',
+    '',
+    'A Fastify 5 server that only parses the body with Fastify\'s default JSON parser and answers 200, measured against the same bare baseline in the same run: ' +
+      'the best any Fastify-based collector can do on this machine before storing anything.',
+    '',
+    '| Floor bench | Metric | Fastify floor | Baseline | Floor ratio | Bench | Bench ratio | Bench ÷ floor |',
+    '|---|---|--:|--:|--:|---|--:|--:|',
+  ];
+  const all = new Map(benches(output));
+  for (const [name, bench] of rows) {
+    const [a, b] = headline(bench);
+    const floor = num(bench['ratio']);
+    // Only the bounded benches this run measured: a floor run alone still gets its one row.
+    const bounded = Array.isArray(bench['floorOf']) ? bench['floorOf'].filter((of): of is string => typeof of === 'string' && all.has(of)) : [];
+    for (const of of bounded.length > 0 ? bounded : ['–']) {
+      const ratio = num(all.get(of)?.['ratio']);
+      const share = ratio !== undefined && floor !== undefined && floor > 0 ? Math.round((ratio / floor) * 1000) / 1000 : undefined;
+      lines.push(`| ${name} | ${fmt(bench['metric'])} | ${a} | ${b} | ${fmt(floor)} | ${of} | ${fmt(ratio)} | ${fmt(share)} |`);
+    }
+  }
+  return lines;
+}
+
 function reproduce(output: Json): string {
   const settings = obj(output['settings']);
   const args: string[] = [];
@@ -149,7 +200,8 @@ export function renderMarkdown(output: Json, svgName: string): string {
     `Measured ${fmt(output['date'])} with \`npm run bench\` (see [bench/README.md](../bench/README.md) for how each bench runs). ` +
       `Every bench compares Switchyard with a bare baseline in the same run; the **ratio** is the figure that counts, judged against the target of DESIGN.md ("Performance targets").`,
     '',
-    `Overall: **${summary['pass'] === true ? 'PASS' : 'FAIL'}** (passed: ${fmt(summary['passed']) || '–'}; failed: ${fmt(summary['failed']) || '–'}; errored: ${fmt(summary['errored']) || '–'}), ${fmt(summary['elapsedSec'])} s.`,
+    `Overall: **${summary['pass'] === true ? 'PASS' : 'FAIL'}** (passed: ${fmt(summary['passed']) || '–'}; failed: ${fmt(summary['failed']) || '–'}; errored: ${fmt(summary['errored']) || '–'}` +
+      `${Array.isArray(summary['informational']) && summary['informational'].length > 0 ? `; informational, no target: ${fmt(summary['informational'])}` : ''}), ${fmt(summary['elapsedSec'])} s.`,
     '',
     '## Machine',
     '',
@@ -175,11 +227,10 @@ export function renderMarkdown(output: Json, svgName: string): string {
     '## Summary',
     '',
     `![Ratio against target per bench, and latency percentiles](${svgName})`,
-    '',
-    '| Bench | Metric | Switchyard | Baseline | Ratio | Target | Pass |',
-    '|---|---|--:|--:|--:|--:|:-:|',
   ];
-  for (const [name, bench] of benches(output)) {
+  const judged = benches(output).filter(([, bench]) => !informational(bench));
+  if (judged.length > 0) lines.push('', '| Bench | Metric | Switchyard | Baseline | Ratio | Target | Pass |', '|---|---|--:|--:|--:|--:|:-:|');
+  for (const [name, bench] of judged) {
     if (typeof bench['error'] === 'string') {
       lines.push(`| ${name} | error: ${fmt(bench['error'])} | | | | | ✗ |`);
       continue;
@@ -187,7 +238,7 @@ export function renderMarkdown(output: Json, svgName: string): string {
     const [a, b] = headline(bench);
     lines.push(`| ${name} | ${fmt(bench['metric'])} | ${a} | ${b} | ${fmt(bench['ratio'])} | ${fmt(bench['target'])} | ${bench['pass'] === true ? '✓' : '✗'} |`);
   }
-  lines.push('', '## Benches', '');
+  lines.push(...floorTable(output), '', '## Benches', '');
   for (const [name, bench] of benches(output)) lines.push(...benchSection(name, bench));
   return `${lines.join('\n').trimEnd()}\n`;
 }
@@ -200,6 +251,7 @@ const LABEL_WIDTH = 230;
 const PLOT_WIDTH = WIDTH - LABEL_WIDTH - 150;
 const PASS_COLOR = '#2e7d32';
 const FAIL_COLOR = '#c62828';
+const FLOOR_COLOR = '#9e9e9e';
 const PERCENTILE_COLORS: Record<string, string> = { p50: '#90caf9', p95: '#42a5f5', p99: '#1565c0' };
 
 function esc(text: string): string {
@@ -236,12 +288,14 @@ function latencyRows(output: Json): LatencyRow[] {
 }
 
 function ratioPanel(output: Json, top: number): { svg: string[]; height: number } {
-  const rows = benches(output).filter(([, bench]) => num(bench['ratio']) !== undefined && num(bench['target']) !== undefined);
+  const rows = benches(output).filter(([, bench]) => num(bench['ratio']) !== undefined && (num(bench['target']) !== undefined || informational(bench)));
+  const floorOf = floors(output);
   const rowHeight = 30;
   const height = 50 + rows.length * rowHeight + 30;
   const max = Math.max(1, ...rows.flatMap(([, b]) => [num(b['ratio']) ?? 0, num(b['target']) ?? 0])) * 1.1;
   const x = (value: number): number => LABEL_WIDTH + (value / max) * PLOT_WIDTH;
-  const svg = [text(20, top + 22, 'Ratio (Switchyard ÷ baseline) against target — higher is better', 'font-size="15" font-weight="bold"')];
+  const title = floorOf.size > 0 ? 'Ratio (÷ baseline) against target (dashed) and Fastify floor (grey) — higher is better' : 'Ratio (Switchyard ÷ baseline) against target — higher is better';
+  const svg = [text(20, top + 22, title, 'font-size="15" font-weight="bold"')];
   const plotTop = top + 40;
   for (let tick = 0; tick <= max; tick += max > 4 ? 1 : 0.25) {
     svg.push(`<line x1="${x(tick).toFixed(1)}" y1="${plotTop}" x2="${x(tick).toFixed(1)}" y2="${plotTop + rows.length * rowHeight}" stroke="#e0e0e0"/>`);
@@ -250,12 +304,20 @@ function ratioPanel(output: Json, top: number): { svg: string[]; height: number 
   rows.forEach(([name, bench], i) => {
     const y = plotTop + i * rowHeight;
     const ratio = num(bench['ratio']) ?? 0;
-    const target = num(bench['target']) ?? 0;
-    const color = bench['pass'] === true ? PASS_COLOR : FAIL_COLOR;
     svg.push(text(LABEL_WIDTH - 8, y + 19, name, 'font-size="13" text-anchor="end"'));
+    if (informational(bench)) {
+      svg.push(`<rect x="${LABEL_WIDTH}" y="${y + 6}" width="${Math.max(1, x(ratio) - LABEL_WIDTH).toFixed(1)}" height="18" fill="${FLOOR_COLOR}"/>`);
+      svg.push(text(x(ratio) + 6, y + 19, `${ratio} (floor, no target)`, 'font-size="12"'));
+      return;
+    }
+    const target = num(bench['target']) ?? 0;
+    const floor = floorOf.get(name);
+    const color = bench['pass'] === true ? PASS_COLOR : FAIL_COLOR;
     svg.push(`<rect x="${LABEL_WIDTH}" y="${y + 6}" width="${Math.max(1, x(ratio) - LABEL_WIDTH).toFixed(1)}" height="18" fill="${color}"/>`);
+    if (floor !== undefined) svg.push(`<line x1="${x(floor).toFixed(1)}" y1="${y + 2}" x2="${x(floor).toFixed(1)}" y2="${y + 28}" stroke="${FLOOR_COLOR}" stroke-width="4"/>`);
     svg.push(`<line x1="${x(target).toFixed(1)}" y1="${y + 2}" x2="${x(target).toFixed(1)}" y2="${y + 28}" stroke="#000" stroke-width="2" stroke-dasharray="4 2"/>`);
-    svg.push(text(x(Math.max(ratio, target)) + 6, y + 19, `${ratio} (target ${target})`, 'font-size="12"'));
+    const label = floor === undefined ? `${ratio} (target ${target})` : `${ratio} (target ${target}, floor ${floor})`;
+    svg.push(text(x(Math.max(ratio, target, floor ?? 0)) + 6, y + 19, label, 'font-size="12"'));
   });
   return { svg, height };
 }
