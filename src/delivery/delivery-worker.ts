@@ -76,6 +76,14 @@ export function defaultWorkerLimits(settings: DeliverySettings): WorkerLimits {
   };
 }
 
+/**
+ * How long a delivery may queue for a slow origin's slot (by its pace)
+ * before it is deferred instead. A fast receiver's queue never gets this
+ * long within the worker's in-flight limit (256 deliveries at 64 slots and
+ * 5 ms an answer are 20 ms); a slow one's does, and deferring its excess lets
+ * other sources' deliveries through.
+ */
+const MAX_SLOT_QUEUE_MS = 100;
 const OUTCOME_BATCH = 128;
 const OUTCOME_DELAY_MS = 5;
 /** Share of the in-flight limit that must be free before a full worker claims again, so claims come in batches. */
@@ -125,7 +133,7 @@ export class DeliveryWorker {
     // Within one delivery timeout every slot of an origin turns over, so a
     // held delivery need never wait longer than that to find one free.
     const maxHoldMs = Math.min(Math.max(settings.deliveryTimeoutMs, 1_000), 30_000);
-    const slotOptions: OriginSlotsOptions = { perOrigin: this.limits.perOrigin, waitMs: this.limits.slotWaitMs, maxHoldMs };
+    const slotOptions: OriginSlotsOptions = { perOrigin: this.limits.perOrigin, waitMs: this.limits.slotWaitMs, maxQueueMs: MAX_SLOT_QUEUE_MS, maxHoldMs };
     this.batcher = new OutcomeBatcher(options.store, {
       maxBatch: OUTCOME_BATCH,
       maxDelayMs: OUTCOME_DELAY_MS,

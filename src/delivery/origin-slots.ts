@@ -16,6 +16,11 @@ export interface OriginSlotsOptions {
   readonly perOrigin: number;
   /** Longest wait for a slot. */
   readonly waitMs: number;
+  /**
+   * Past a full round of waiters, a request whose wait the origin's pace
+   * puts above this is turned away at once rather than queued.
+   */
+  readonly maxQueueMs: number;
   /** Upper bound of one deferral ({@link OriginSlots.holdUntil}). */
   readonly maxHoldMs: number;
 }
@@ -54,6 +59,15 @@ export class OriginSlots {
       return Promise.resolve(true);
     }
     if (stop.aborted) return Promise.resolve(false);
+    if (this.queueIsLong(load)) {
+      // Queued, it would hold one of the worker's deliveries for a long
+      // while. Turned away, its delivery is deferred in the store, which
+      // moves it behind other sources' due deliveries: claims are oldest due
+      // first, so an origin's long backlog would otherwise be worked off
+      // before anyone else's new messages (see the isolation tests).
+      load.turnedAway++;
+      return Promise.resolve(false);
+    }
     const origins = this.origins;
     const queue = load.waiting;
     return new Promise<boolean>((resolve) => {
@@ -76,6 +90,18 @@ export class OriginSlots {
       stop.addEventListener('abort', giveUp);
       queue.push(waiter);
     });
+  }
+
+  /**
+   * Whether one more waiter would wait longer than `maxQueueMs`, by the
+   * origin's pace (answer time ÷ slots). Never before a full round of
+   * waiters, nor before the first answer (a receiver that has not answered
+   * yet is bounded by `waitMs` instead).
+   */
+  private queueIsLong(load: OriginLoad): boolean {
+    const waiting = load.waiting.length;
+    if (waiting < this.options.perOrigin || load.latencyMs === undefined) return false;
+    return ((waiting + 1) / this.options.perOrigin) * load.latencyMs > this.options.maxQueueMs;
   }
 
   /** Gives a slot back (to the longest waiter, if any); `latencyMs` when the request got an answer or timed out. */

@@ -197,7 +197,7 @@ describe('per-origin in-flight limit', () => {
   const never = new AbortController().signal;
 
   it('hands slots out first come first served, and the freed slot to the longest waiter', async () => {
-    const slots = new OriginSlots({ perOrigin: 2, waitMs: 60_000, maxHoldMs: 5_000 });
+    const slots = new OriginSlots({ perOrigin: 2, waitMs: 60_000, maxQueueMs: 100, maxHoldMs: 5_000 });
     assert.equal(await slots.acquire('a', never), true);
     assert.equal(await slots.acquire('a', never), true);
     assert.equal(await slots.acquire('b', never), true, 'other origins are not affected');
@@ -213,8 +213,32 @@ describe('per-origin in-flight limit', () => {
     assert.equal(slots.inFlight('a'), 2);
   });
 
+  it("turns away at once what would queue longer than maxQueueMs at the origin's pace, past a full round of waiters", async () => {
+    const slots = new OriginSlots({ perOrigin: 2, waitMs: 60_000, maxQueueMs: 100, maxHoldMs: 5_000 });
+    const fill = async (origin: string, latencyMs: number): Promise<Array<Promise<boolean>>> => {
+      assert.equal(await slots.acquire(origin, never), true);
+      assert.equal(await slots.acquire(origin, never), true);
+      slots.release(origin, latencyMs); // one answer sets the pace; its slot goes to nobody waiting
+      assert.equal(await slots.acquire(origin, never), true);
+      return [slots.acquire(origin, never), slots.acquire(origin, never)]; // a full round of waiters
+    };
+    // 90 ms an answer, 2 slots: a third waiter would wait 3/2 x 90 = 135 ms.
+    const slowWaiters = await fill('slow', 90);
+    assert.equal(await slots.acquire('slow', never), false, 'turned away without waiting');
+    // 10 ms an answer: 15 ms, so it queues.
+    const fastWaiters = await fill('fast', 10);
+    let queued = false;
+    const third = slots.acquire('fast', never).then((granted) => (queued = granted));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(queued, false, 'still waiting for a slot');
+    for (let n = 0; n < 3; n++) slots.release('fast', 10);
+    assert.equal(await third, true);
+    for (let n = 0; n < 2; n++) slots.release('slow', 90);
+    assert.deepEqual(await Promise.all([...slowWaiters, ...fastWaiters]), [true, true, true, true]);
+  });
+
   it('turns a waiter away after waitMs or on stop, and holds later ones back longer', async () => {
-    const slots = new OriginSlots({ perOrigin: 1, waitMs: 20, maxHoldMs: 5_000 });
+    const slots = new OriginSlots({ perOrigin: 1, waitMs: 20, maxQueueMs: 100, maxHoldMs: 5_000 });
     assert.equal(await slots.acquire('a', never), true);
     const before = slots.holdUntil('a', 0, low);
     assert.equal(await slots.acquire('a', never), false, 'no slot came free');

@@ -54,6 +54,33 @@ describe('a slow receiver does not hold up others', () => {
     assert.equal(succeeded.length, A_MESSAGES);
   });
 
+  it("delivers source B's new messages at once while source A works through a large backlog to a slow receiver", async () => {
+    const slowButWorking = await startReceiver();
+    slowButWorking.reply = () => ({ status: 200, delayMs: 100 });
+    try {
+      const a = await sourceWithWebhooks(sy, [slowButWorking.url]);
+      const b = await sourceWithWebhooks(sy, [fast.url]);
+      // 64 in flight at 100 ms each: about 640 a second, so A's backlog lasts about 5 s.
+      for (let n = 0; n < 3; n++) assert.equal((await sy.send('/v1/batch', a.writeKey, batch(1_000, `backlog-${n}`))).status, 200);
+      await slowButWorking.waitFor(64);
+      const before = fast.requests.length;
+      const sentAt = Date.now();
+      await sy.send('/v1/batch', b.writeKey, batch(5, 'fresh'));
+      await fast.waitFor(before + 5, 15_000);
+      const waited = Date.now() - sentAt;
+      const aDone = slowButWorking.requests.length;
+      assert.ok(aDone < 2_500, `A still had a backlog when B's messages arrived (${aDone} of 3,000 sent)`);
+      assert.ok(waited < 1_500, `B's messages arrived ${waited} ms after they were sent`);
+      // A's deliveries turned away meanwhile were deferred, not dropped.
+      await eventually(() => {
+        const ids = new Set(slowButWorking.requests.map((r) => JSON.parse(r.body).messageId));
+        return ids.size === 3_000 ? ids : undefined;
+      }, 45_000, "all 3,000 of A's messages at A");
+    } finally {
+      await slowButWorking.close();
+    }
+  });
+
   it('keeps delivering to healthy receivers while another is down', async () => {
     const down = await startReceiver();
     const deadUrl = down.url;
