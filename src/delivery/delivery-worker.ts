@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { setMaxListeners } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
@@ -123,6 +124,9 @@ export class DeliveryWorker {
     this.limits = { ...defaults, ...options.limits, breaker: { ...defaults.breaker, ...options.limits?.breaker } };
     this.claimAtLeast = Math.max(1, Math.floor(this.limits.maxInFlight * CLAIM_BATCH_SHARE));
     this.now = options.now ?? Date.now;
+    // Every waiter for an origin's slot listens for the stop, so there are
+    // routinely hundreds: not the leak Node's warning past 10 is there to catch.
+    setMaxListeners(0, this.stopController.signal);
     this.sender = new WebhookSender({
       timeoutMs: settings.deliveryTimeoutMs,
       stop: this.stopController.signal,
@@ -195,6 +199,12 @@ export class DeliveryWorker {
 
   private async loop(): Promise<void> {
     while (this.running) {
+      // Every claim starts on a new turn of the event loop. Rounds that end
+      // without I/O (held by a circuit breaker or a slow origin's queue) settle
+      // in microtasks and wake this loop in microtasks; without this yield, a
+      // large backlog held that way was claimed and deferred in one endless
+      // chain of microtasks that starved every socket, timer and signal.
+      await nextTurn();
       this.pokeRequested = false;
       this.dueHint = Infinity;
       const free = this.limits.maxInFlight - this.inFlight;
@@ -213,10 +223,7 @@ export class DeliveryWorker {
       if (!this.running) break;
       if (full) {
         // More may be due: claim again once enough slots are free for a batch (launch's completions poke).
-        if (this.limits.maxInFlight - this.inFlight >= this.claimAtLeast) {
-          await nextTurn(); // let ingest and answers in between claims
-          continue;
-        }
+        if (this.limits.maxInFlight - this.inFlight >= this.claimAtLeast) continue;
         await this.sleepUntil(this.now() + this.limits.maxIdleMs, true);
         continue;
       }
