@@ -69,9 +69,12 @@ export interface Store {
   // --- ingest ------------------------------------------------------------------------
   /**
    * Stores messages and the delivery jobs of the accepted ones in one commit.
-   * De-duplicates: an `accepted` entry whose messageId was seen on the same
-   * source since `dedupeSince` is stored as `duplicate` without jobs. Results
-   * are in the order of `entries`.
+   * De-duplicates: an `accepted` entry whose messageId was accepted on the
+   * same source since `dedupeSince` is stored as `duplicate` without jobs.
+   * Whether a sighting whose message a deletion request has since erased
+   * still counts is the adapter's choice (PostgreSQL: it does; SQLite: it
+   * does not, its index is derived from the stored messages). Results are in
+   * the order of `entries`.
    */
   appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]>;
   /** The source's most recent messages, newest first. */
@@ -206,8 +209,9 @@ export interface Store {
   // --- housekeeping ------------------------------------------------------------------
   /**
    * Deletes, in small batches, messages received before `before` that no
-   * pending delivery needs, finished deliveries created before it, and expired
-   * de-duplication keys. Resolves how many rows went.
+   * pending delivery needs, finished deliveries created before it, and
+   * de-duplication keys older than `dedupeBefore` where the adapter keeps
+   * them in a table. Resolves how many rows went.
    */
   prune(before: number, dedupeBefore: number): Promise<number>;
 }
