@@ -88,6 +88,9 @@ const MAX_COMMIT_BACKLOG_REQUESTS = 2 * MAX_ENTRIES_PER_COMMIT;
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {
   const store = await openStore(config, logger);
   const now = Date.now;
+  const preparing = Date.now();
+  await store.prepareIngest?.(now() - DEDUPLICATION_WINDOW_MS);
+  if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'ingest prepared (de-duplication index loaded)');
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 

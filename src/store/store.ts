@@ -68,6 +68,13 @@ export interface Store {
 
   // --- ingest ------------------------------------------------------------------------
   /**
+   * Optional. Loads what ingest's hot path needs before the first request,
+   * so that the first append does not pay for it while others wait. `serve`
+   * calls it once, before it listens, with the de-duplication window's start.
+   * The SQLite store builds its in-memory de-duplication index here.
+   */
+  prepareIngest?(dedupeSince: number): Promise<void>;
+  /**
    * Stores messages and the delivery jobs of the accepted ones in one commit.
    * De-duplicates: an `accepted` entry whose messageId was accepted on the
    * same source since `dedupeSince` is stored as `duplicate` without jobs.

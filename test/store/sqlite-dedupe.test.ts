@@ -77,6 +77,7 @@ describe('SQLite store de-duplication across restarts', () => {
 
       store = await open();
       const since = T0 - HOUR;
+      await store.prepareIngest(since); // as serve does before it listens
       await store.createRegulation({ id: 'r1', regulationType: 'DELETE_ONLY', subjectIds: ['to-erase'], sourceIds: ['a'], stepSourceIds: ['a'], createdAt: T0 });
       assert.ok(await store.runRegulationStep({ regulationId: 'r1', sourceId: 'a', eraseUserIds: ['to-erase'], messages: [], at: T0 }));
       const again = await store.appendMessages(

@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto';
  * dirties one page per message and was three quarters of the cost of storing
  * one (measured: 27 µs per message with it, 6 µs without). The messages
  * table already records every accepted message, so the index is derived data
- * and {@link MessageQueries} rebuilds it from there on the store's first append.
+ * and {@link MessageQueries} rebuilds it from there before the first append.
  *
  * Each entry is a 32-bit hash of (source, messageId) and the seq of the
  * accepted message; a hash match is only a candidate, which the caller

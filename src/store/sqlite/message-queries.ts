@@ -8,7 +8,7 @@ const PRUNE_BATCH = 2_000;
 
 /** Ingest's writes and the debugger's reads of the `messages` table. */
 export class MessageQueries {
-  /** Built from the stored messages on the first append; see {@link DedupeIndex}. */
+  /** Built from the stored messages before the first append; see {@link DedupeIndex}. */
   private dedupe: DedupeIndex | undefined;
   private readonly acceptedRow: Statement<[number], [string, string | null, number, string]>;
   private readonly acceptedFrom: Statement<[number], [number, string, string, number]>;
@@ -64,6 +64,11 @@ export class MessageQueries {
     const seq = this.insert(entry, 'accepted');
     index.add(sourceId, messageId, entry.receivedAt, seq);
     return { seq, status: 'accepted' };
+  }
+
+  /** Builds the de-duplication index now, if it is not built yet (it takes about 1.5 s per million messages in the window). */
+  prepareDedupeIndex(since: number): void {
+    this.dedupe ??= this.rebuildDedupeIndex(since);
   }
 
   /** Indexes the messages accepted since `since`, reading from the first one received then. */

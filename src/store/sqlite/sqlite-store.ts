@@ -215,6 +215,10 @@ export class SqliteStore implements Store {
 
   // --- ingest ------------------------------------------------------------------------
 
+  async prepareIngest(dedupeSince: number): Promise<void> {
+    this.messages.prepareDedupeIndex(dedupeSince);
+  }
+
   async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
     const results = this.messages.append(entries, dedupeSince);
     this.emit('messages');
