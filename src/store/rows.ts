@@ -7,7 +7,7 @@
 import type { MessageStatus } from '../domain/message.js';
 import type { RegulationStepStatus } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
-import type { AttemptRecord, DeliveryRecord, DeliveryStatus, RegulationSourceRecord, StoredMessage } from './store.js';
+import type { AttemptRecord, ClaimedDelivery, DeliveryRecord, DeliveryStatus, RegulationSourceRecord, StoredMessage } from './store.js';
 
 export interface DeliveryRow {
   id: number;
@@ -23,6 +23,25 @@ export interface DeliveryRow {
   created_at: number;
   updated_at: number;
   message_id?: string | null;
+}
+
+/** A delivery as a claim returns it: its row and its message's body (null once the message is gone). */
+export interface ClaimRow extends DeliveryRow {
+  body: string | null;
+}
+
+export function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
+  return {
+    id: row.id,
+    sourceId: row.source_id,
+    destination: row.destination,
+    messageSeq: row.message_seq,
+    body: row.body ?? 'null',
+    attemptCount: row.attempt_count,
+    firstAttemptAt: row.first_attempt_at ?? undefined,
+    retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
+    createdAt: row.created_at,
+  };
 }
 
 export interface AttemptRow {

@@ -10,11 +10,7 @@ import type {
   RequeueFilter,
 } from '../store.js';
 import { textColumn } from './connection.js';
-import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
-
-interface ClaimRow extends DeliveryRow {
-  body: string | null;
-}
+import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /**
  * One statement, so no transaction is needed. SKIP LOCKED passes over rows
@@ -40,17 +36,7 @@ export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Pro
      ORDER BY leased.id`,
     [request.now, request.limit, request.owner, request.now + request.leaseMs],
   );
-  return rows.map((row) => ({
-    id: row.id,
-    sourceId: row.source_id,
-    destination: row.destination,
-    messageSeq: row.message_seq,
-    body: row.body ?? 'null',
-    attemptCount: row.attempt_count,
-    firstAttemptAt: row.first_attempt_at ?? undefined,
-    retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
-    createdAt: row.created_at,
-  }));
+  return rows.map(toClaimedDelivery);
 }
 
 /**

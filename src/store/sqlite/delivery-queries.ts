@@ -8,14 +8,14 @@ import type {
   DeliveryRecord,
   RequeueFilter,
 } from '../store.js';
-import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
+import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
 export class DeliveryQueries {
   private readonly claimTx: (request: ClaimRequest) => ClaimedDelivery[];
   private readonly finishTx: (outcomes: readonly DeliveryOutcome[]) => void;
   /** Claims and reads each claimed job's message body in one statement. */
-  private readonly lease: Statement<[string, number, number, number, number], DeliveryRow & { body: string | null }>;
+  private readonly lease: Statement<[string, number, number, number, number], ClaimRow>;
   private readonly finish: Statement<unknown[]>;
   private readonly defer: Statement<[number, number, number, string]>;
   private readonly insertAttempt: Statement<unknown[]>;
@@ -43,17 +43,7 @@ export class DeliveryQueries {
     this.claimTx = db.transaction((request: ClaimRequest) => {
       const rows = this.lease.all(request.owner, request.now + request.leaseMs, request.now, request.now, request.limit);
       rows.sort((a, b) => a.id - b.id);
-      return rows.map((row) => ({
-        id: row.id,
-        sourceId: row.source_id,
-        destination: row.destination,
-        messageSeq: row.message_seq,
-        body: row.body ?? 'null',
-        attemptCount: row.attempt_count,
-        firstAttemptAt: row.first_attempt_at ?? undefined,
-        retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
-        createdAt: row.created_at,
-      }));
+      return rows.map(toClaimedDelivery);
     });
     this.finishTx = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
       for (const outcome of outcomes) this.finishOne(outcome);
