@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   private_receiver: 400,
   not_found: 404,
   delivery_not_failed: 409,
+  standard_webhooks_not_enabled: 409,
   // Both
   route_not_found: 404,
   internal_error: 500,

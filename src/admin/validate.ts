@@ -8,10 +8,11 @@ export function requireObject(value: unknown, what = 'the body'): JsonObject {
   return value;
 }
 
-export function rejectUnknownFields(body: JsonObject, allowed: readonly string[]): void {
+export function rejectUnknownFields(body: JsonObject, allowed: readonly string[], where?: string): void {
   for (const key of Object.keys(body)) {
     if (!allowed.includes(key)) {
-      throw new ApiError('invalid_request', `unknown field "${key.slice(0, 60)}"; allowed: ${allowed.join(', ')}`);
+      const field = where === undefined ? `"${key.slice(0, 60)}"` : `"${where}.${key.slice(0, 60)}"`;
+      throw new ApiError('invalid_request', `unknown field ${field}; allowed: ${allowed.join(', ')}`);
     }
   }
 }

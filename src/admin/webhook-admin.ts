@@ -1,5 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import { findPrivateAddress, resolveAll, type ResolveAll } from '../delivery/address-guard.js';
 import { isJsonObject } from '../domain/message.js';
+import {
+  DEFAULT_OVERLAP_SECONDS,
+  MASKED_STANDARD_SECRET,
+  MAX_OVERLAP_SECONDS,
+  type StandardWebhooksSettings,
+  formatSecret,
+} from '../domain/standard-webhooks.js';
 import { type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -16,6 +24,7 @@ export interface WebhookView {
   readonly settings: {
     readonly webhooks: WebhookSettings['webhooks'];
     readonly sharedSecret?: string;
+    readonly standardWebhooks?: { readonly secret: string; readonly previousValidUntil?: string };
   };
   readonly updatedAt: string;
 }
@@ -60,6 +69,9 @@ export class WebhookAdmin {
       const kept = isJsonObject(previous?.settings) ? previous.settings['sharedSecret'] : undefined;
       rawSettings = { ...rawSettings, sharedSecret: typeof kept === 'string' ? kept : undefined };
     }
+    if (isJsonObject(rawSettings) && rawSettings['standardWebhooks'] !== undefined && rawSettings['standardWebhooks'] !== null) {
+      rawSettings = { ...rawSettings, standardWebhooks: completeStandardWebhooks(rawSettings['standardWebhooks'], previous) };
+    }
     const parsed = parseWebhookSettings(rawSettings);
     if (!parsed.ok) throw new ApiError('invalid_receivers', parsed.problem);
     if (!this.options.allowPrivateReceivers) await this.refusePrivate(parsed.settings);
@@ -68,6 +80,49 @@ export class WebhookAdmin {
     await this.store.putDestination(destination);
     await this.options.directory?.reload();
     return viewWebhooks(destination);
+  }
+
+  /** The Standard Webhooks secret in clear, for the receiver's configuration. */
+  async standardSecret(sourceId: string): Promise<{ secret: string }> {
+    const { settings } = await this.requireStandardWebhooks(sourceId);
+    return { secret: settings.secret };
+  }
+
+  /**
+   * Replaces the Standard Webhooks secret with a new random one; the old one
+   * keeps signing (second in `webhook-signature`) for `overlapSeconds`, so
+   * receivers can switch without rejecting a request.
+   */
+  async rotateStandardSecret(sourceId: string, input: unknown): Promise<{ secret: string; previousValidUntil: string }> {
+    const body = input === undefined || input === null ? {} : requireObject(input);
+    rejectUnknownFields(body, ['overlapSeconds']);
+    const overlap = body['overlapSeconds'] ?? DEFAULT_OVERLAP_SECONDS;
+    if (typeof overlap !== 'number' || !Number.isInteger(overlap) || overlap < 0 || overlap > MAX_OVERLAP_SECONDS) {
+      throw new ApiError('invalid_request', `overlapSeconds must be an integer from 0 to ${MAX_OVERLAP_SECONDS}`);
+    }
+    const { destination, settings } = await this.requireStandardWebhooks(sourceId);
+    const now = this.now();
+    const rotated: StandardWebhooksSettings = {
+      secret: newStandardSecret(),
+      previousSecret: settings.secret,
+      previousValidUntil: now + overlap * 1000,
+    };
+    const current = destination.settings as Record<string, unknown>;
+    await this.store.putDestination({ ...destination, settings: { ...current, standardWebhooks: rotated }, updatedAt: now });
+    await this.options.directory?.reload();
+    return { secret: rotated.secret, previousValidUntil: new Date(rotated.previousValidUntil!).toISOString() };
+  }
+
+  private async requireStandardWebhooks(sourceId: string): Promise<{ destination: DestinationRecord; settings: StandardWebhooksSettings }> {
+    await this.requireSource(sourceId);
+    const destination = await this.store.getDestination(sourceId, 'webhooks');
+    if (destination === undefined) throw new ApiError('not_found', `source ${sourceId} has no Webhooks destination`);
+    const parsed = parseWebhookSettings(destination.settings);
+    const settings = parsed.ok ? parsed.settings.standardWebhooks : undefined;
+    if (settings === undefined) {
+      throw new ApiError('standard_webhooks_not_enabled', `source ${sourceId}'s Webhooks destination does not sign with Standard Webhooks; PUT settings.standardWebhooks: {} to turn it on`);
+    }
+    return { destination, settings };
   }
 
   private async refusePrivate(settings: WebhookSettings): Promise<void> {
@@ -100,15 +155,47 @@ export class WebhookAdmin {
   }
 }
 
-export function viewWebhooks(destination: DestinationRecord): WebhookView {
+/** A new random secret: 32 bytes, within the spec's 24 to 64. */
+function newStandardSecret(): string {
+  return formatSecret(randomBytes(32));
+}
+
+/**
+ * Turns the admin API's `standardWebhooks` into stored settings: `{}` makes a
+ * new secret, the mask keeps the stored one (with a rotation in progress),
+ * a given secret replaces it. The rotation fields are Switchyard's own.
+ */
+function completeStandardWebhooks(input: unknown, previous: DestinationRecord | undefined): unknown {
+  if (!isJsonObject(input)) return input; // the parser names the problem
+  rejectUnknownFields(input, ['secret'], 'settings.standardWebhooks');
+  const secret = input['secret'];
+  if (secret === undefined || secret === null) return { secret: newStandardSecret() };
+  if (secret !== MASKED_STANDARD_SECRET) return { secret };
+  const stored = previous === undefined ? undefined : parseWebhookSettings(previous.settings);
+  const kept = stored?.ok ? stored.settings.standardWebhooks : undefined;
+  if (kept === undefined) {
+    throw new ApiError('invalid_receivers', 'settings.standardWebhooks.secret is the mask, but no secret is stored to keep; send {} to generate one');
+  }
+  return kept;
+}
+
+export function viewWebhooks(destination: DestinationRecord, now: number = Date.now()): WebhookView {
   const parsed = parseWebhookSettings(destination.settings);
-  const settings = parsed.ok ? parsed.settings : { webhooks: [] };
+  const settings: WebhookSettings = parsed.ok ? parsed.settings : { webhooks: [] };
+  const standard = settings.standardWebhooks;
+  const overlapping = standard?.previousValidUntil !== undefined && standard.previousValidUntil > now;
   return {
     sourceId: destination.sourceId,
     enabled: destination.enabled,
     settings: {
       webhooks: settings.webhooks,
       ...(settings.sharedSecret !== undefined && { sharedSecret: MASKED_SECRET }),
+      ...(standard !== undefined && {
+        standardWebhooks: {
+          secret: MASKED_STANDARD_SECRET,
+          ...(overlapping && { previousValidUntil: new Date(standard.previousValidUntil!).toISOString() }),
+        },
+      }),
     },
     updatedAt: new Date(destination.updatedAt).toISOString(),
   };

@@ -1,11 +1,12 @@
 import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 import { webhookBody } from '../domain/webhook-payload.js';
+import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import { type SettingsCheck, type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
 import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
-import { signBody } from './signer.js';
+import { signBody, standardWebhookHeaders } from './signer.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
 
 export interface RoundContext {
@@ -40,6 +41,11 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
 
   const headers: Record<string, string> = { 'user-agent': ctx.userAgent, 'content-type': 'application/json' };
   if (prepared.sharedSecret !== undefined) headers['x-signature'] = signBody(prepared.body, prepared.sharedSecret);
+  if (prepared.standardWebhooks !== undefined) {
+    // Opt-in, so only these destinations pay for reading the messageId back out of the body.
+    const messageId = (JSON.parse(prepared.body) as { messageId?: unknown }).messageId;
+    Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, typeof messageId === 'string' ? messageId : undefined, prepared.body, startedAt));
+  }
 
   const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(receiver, prepared.body, headers, ctx)));
   const now = ctx.now();
@@ -105,6 +111,7 @@ interface Prepared {
   readonly targets: readonly WebhookReceiver[];
   readonly body: string;
   readonly sharedSecret: string | undefined;
+  readonly standardWebhooks: StandardWebhooksSettings | undefined;
 }
 
 /**
@@ -132,5 +139,10 @@ function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefine
   // Retry only the receivers still owed the message; if settings changed so
   // that none of them is configured any more, the current receivers get it.
   const owed = job.retryUrls === undefined ? receivers : receivers.filter((r) => job.retryUrls!.includes(r.url));
-  return { targets: owed.length > 0 ? owed : receivers, body, sharedSecret: settings.settings.sharedSecret };
+  return {
+    targets: owed.length > 0 ? owed : receivers,
+    body,
+    sharedSecret: settings.settings.sharedSecret,
+    standardWebhooks: settings.settings.standardWebhooks,
+  };
 }

@@ -1,4 +1,5 @@
 import { isJsonObject } from './message.js';
+import { type StandardWebhooksSettings, parseStandardWebhooks } from './standard-webhooks.js';
 
 /**
  * Settings of a source's Webhooks destination, as stored and as the admin API
@@ -9,6 +10,8 @@ export interface WebhookSettings {
   readonly webhooks: readonly WebhookReceiver[];
   /** HMAC-SHA1 key of the `X-Signature` header; absent means unsigned. */
   readonly sharedSecret?: string | undefined;
+  /** Standard Webhooks signatures (`webhook-id`, `webhook-timestamp`, `webhook-signature`); absent means off. */
+  readonly standardWebhooks?: StandardWebhooksSettings | undefined;
 }
 
 export interface WebhookReceiver {
@@ -51,6 +54,9 @@ export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   'x-signature',
 ]);
 
+/** Headers Switchyard owns when Standard Webhooks signatures are on. */
+const STANDARD_WEBHOOKS_HEADERS: ReadonlySet<string> = new Set(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+
 export type SettingsCheck =
   | { readonly ok: true; readonly settings: WebhookSettings }
   | { readonly ok: false; readonly problem: string };
@@ -59,8 +65,8 @@ export type SettingsCheck =
 export function parseWebhookSettings(input: unknown): SettingsCheck {
   if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');
   for (const key of Object.keys(input)) {
-    if (key !== 'webhooks' && key !== 'sharedSecret') {
-      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret`);
+    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks') {
+      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks`);
     }
   }
   const list = input['webhooks'];
@@ -84,7 +90,26 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
   }
   // An empty secret means "unsigned", as in Segment's settings form.
   const sharedSecret = typeof secret === 'string' && secret !== '' ? secret : undefined;
-  return { ok: true, settings: sharedSecret === undefined ? { webhooks } : { webhooks, sharedSecret } };
+  let standardWebhooks: StandardWebhooksSettings | undefined;
+  if (input['standardWebhooks'] !== undefined && input['standardWebhooks'] !== null) {
+    const parsed = parseStandardWebhooks(input['standardWebhooks'], 'settings.standardWebhooks');
+    if (typeof parsed === 'string') return problem(parsed);
+    standardWebhooks = parsed;
+    for (const [index, receiver] of webhooks.entries()) {
+      const owned = Object.keys(receiver.headers).find((name) => STANDARD_WEBHOOKS_HEADERS.has(name.toLowerCase()));
+      if (owned !== undefined) {
+        return problem(`settings.webhooks[${index}].headers: "${owned}" is set by Switchyard when standardWebhooks is on`);
+      }
+    }
+  }
+  return {
+    ok: true,
+    settings: {
+      webhooks,
+      ...(sharedSecret !== undefined && { sharedSecret }),
+      ...(standardWebhooks !== undefined && { standardWebhooks }),
+    },
+  };
 }
 
 function parseReceiver(entry: unknown, at: string): WebhookReceiver | string {
