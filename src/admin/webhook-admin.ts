@@ -193,7 +193,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
       ...(standard !== undefined && {
         standardWebhooks: {
           secret: MASKED_STANDARD_SECRET,
-          ...(overlapping && { previousValidUntil: new Date(standard.previousValidUntil!).toISOString() }),
+          ...(overlapping && { previousValidUntil: new Date(standard.previousValidUntil).toISOString() }),
         },
       }),
     },
