@@ -6,6 +6,7 @@ import { type SettingsCheck, type WebhookReceiver, parseWebhookSettings } from '
 import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
+import type { ReceiverRates } from './receiver-rates.js';
 import { signBody, standardWebhookHeaders } from './signer.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
 
@@ -17,6 +18,7 @@ export interface RoundContext {
   readonly sender: WebhookSender;
   readonly breaker: CircuitBreaker;
   readonly slots: OriginSlots;
+  readonly rates: ReceiverRates;
   readonly now: () => number;
   readonly random: () => number;
   /** Aborted when the worker stops; POSTs cut short by it are not recorded. */
@@ -39,12 +41,23 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
     return { kind: 'failed', id: job.id, owner: ctx.owner, at: startedAt, firstAttemptAt: job.firstAttemptAt ?? startedAt, attempts: [], lastError: prepared };
   }
 
+  // Receivers' maxRequestsPerSecond: wait a little for a send time, or come back later.
+  const rate = ctx.rates.reserve(prepared.targets, startedAt);
+  if ('deferUntil' in rate) {
+    const spread = Math.round(200 * ctx.random());
+    return { kind: 'deferred', id: job.id, owner: ctx.owner, at: startedAt, nextAttemptAt: rate.deferUntil + spread };
+  }
+  if (rate.sendAt > startedAt && !(await sleepUntil(rate.sendAt, ctx))) {
+    return { kind: 'deferred', id: job.id, owner: ctx.owner, at: ctx.now(), nextAttemptAt: ctx.now() };
+  }
+
   const headers: Record<string, string> = { 'user-agent': ctx.userAgent, 'content-type': 'application/json' };
   if (prepared.sharedSecret !== undefined) headers['x-signature'] = signBody(prepared.body, prepared.sharedSecret);
+  const signedAt = ctx.now();
   if (prepared.standardWebhooks !== undefined) {
     // Opt-in, so only these destinations pay for reading the messageId back out of the body.
     const messageId = (JSON.parse(prepared.body) as { messageId?: unknown }).messageId;
-    Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, typeof messageId === 'string' ? messageId : undefined, prepared.body, startedAt));
+    Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, typeof messageId === 'string' ? messageId : undefined, prepared.body, signedAt));
   }
 
   const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(receiver, prepared.body, headers, ctx)));
@@ -80,6 +93,22 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
     case 'retry':
       return { ...recorded, kind: 'retry', nextAttemptAt: decision.nextAttemptAt, retryUrls: decision.retryUrls, lastError: decision.lastError };
   }
+}
+
+/** Waits until `at`; resolves false when the worker stops first. */
+function sleepUntil(at: number, ctx: RoundContext): Promise<boolean> {
+  if (ctx.stop.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onStop = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      ctx.stop.removeEventListener('abort', onStop);
+      resolve(true);
+    }, at - ctx.now());
+    ctx.stop.addEventListener('abort', onStop, { once: true });
+  });
 }
 
 /** POSTs to one receiver through its origin's circuit breaker and in-flight limit; held when either says not now. */

@@ -9,6 +9,7 @@ import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
 import { OriginSlots, type OriginSlotsOptions } from './origin-slots.js';
+import { ReceiverRates } from './receiver-rates.js';
 import { OutcomeBatcher } from './outcome-batcher.js';
 import { WebhookSender } from './webhook-sender.js';
 
@@ -86,6 +87,12 @@ export function defaultWorkerLimits(settings: DeliverySettings): WorkerLimits {
  */
 const MAX_SLOT_QUEUE_MS = 100;
 const OUTCOME_BATCH = 128;
+/**
+ * Longest wait in memory for a capped receiver's send time. A second: a cap's
+ * whole window, so a full second of the cap's sends is always lined up and the
+ * receiver gets its rate, while a backlog beyond it waits in the store.
+ */
+const RATE_WAIT_MS = 1_000;
 const OUTCOME_DELAY_MS = 5;
 /** Share of the in-flight limit that must be free before a full worker claims again, so claims come in batches. */
 const CLAIM_BATCH_SHARE = 0.25;
@@ -157,6 +164,7 @@ export class DeliveryWorker {
       sender: this.sender,
       breaker: new CircuitBreaker(this.limits.breaker),
       slots: new OriginSlots(slotOptions),
+      rates: new ReceiverRates(RATE_WAIT_MS),
       now: this.now,
       random: options.random ?? Math.random,
       stop: this.stopController.signal,

@@ -18,7 +18,11 @@ export interface WebhookReceiver {
   /** Normalized (`URL.href`); also the receiver's identity in a delivery's retry list. */
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** At most this many POSTs in any sliding second; absent means no cap. */
+  readonly maxRequestsPerSecond?: number | undefined;
 }
+
+export const MAX_REQUESTS_PER_SECOND = 10_000;
 
 export const MAX_RECEIVERS = 5;
 const MAX_URL_LENGTH = 2_048;
@@ -115,13 +119,20 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
 function parseReceiver(entry: unknown, at: string): WebhookReceiver | string {
   if (!isJsonObject(entry)) return `${at} must be an object with a "url"`;
   for (const key of Object.keys(entry)) {
-    if (key !== 'url' && key !== 'headers') return `${at} has an unknown field "${key.slice(0, 60)}"; allowed: url, headers`;
+    if (key !== 'url' && key !== 'headers' && key !== 'maxRequestsPerSecond') {
+      return `${at} has an unknown field "${key.slice(0, 60)}"; allowed: url, headers, maxRequestsPerSecond`;
+    }
   }
   const url = parseReceiverUrl(entry['url'], `${at}.url`);
   if (typeof url !== 'object') return url;
   const headers = parseHeaders(entry['headers'], `${at}.headers`);
   if (typeof headers === 'string') return headers;
-  return { url: url.href, headers };
+  const cap = entry['maxRequestsPerSecond'];
+  if (cap === undefined || cap === null) return { url: url.href, headers };
+  if (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 1 || cap > MAX_REQUESTS_PER_SECOND) {
+    return `${at}.maxRequestsPerSecond must be an integer from 1 to ${MAX_REQUESTS_PER_SECOND}`;
+  }
+  return { url: url.href, headers, maxRequestsPerSecond: cap };
 }
 
 function parseReceiverUrl(value: unknown, at: string): URL | string {
