@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   invalid_request: 400,
   invalid_receivers: 400,
   private_receiver: 400,
+  invalid_filter: 400,
   not_found: 404,
   delivery_not_failed: 409,
   standard_webhooks_not_enabled: 409,

@@ -54,6 +54,7 @@ function storedTemplate(source: SourceRecord, spec: MessageSpec): string {
   const [entry] = entriesForCall(rawTemplate(), 'track', {
     source,
     destinations: ['webhooks'],
+    webhookFilters: [],
     receivedAt: spec.receivedAt,
     receivedAtIso: new Date(spec.receivedAt).toISOString(),
     ip: '127.0.0.1',

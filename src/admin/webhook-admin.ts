@@ -8,6 +8,8 @@ import {
   type StandardWebhooksSettings,
   formatSecret,
 } from '../domain/standard-webhooks.js';
+import { ConditionError } from '../domain/conditions.js';
+import { type DestinationFilter, parseFilters } from '../domain/destination-filters.js';
 import { type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -26,6 +28,7 @@ export interface WebhookView {
     readonly sharedSecret?: string;
     readonly standardWebhooks?: { readonly secret: string; readonly previousValidUntil?: string };
   };
+  readonly filters: readonly DestinationFilter[];
   readonly updatedAt: string;
 }
 
@@ -55,10 +58,11 @@ export class WebhookAdmin {
     return viewWebhooks(destination);
   }
 
-  /** Replaces the destination: `{enabled?, settings: {webhooks, sharedSecret?}}`. */
+  /** Replaces the destination: `{enabled?, settings: {webhooks, sharedSecret?, standardWebhooks?}, filters?}`. */
   async put(sourceId: string, input: unknown): Promise<WebhookView> {
     const body = requireObject(input);
-    rejectUnknownFields(body, ['enabled', 'settings']);
+    rejectUnknownFields(body, ['enabled', 'settings', 'filters']);
+    const filters = checkedFilters(body['filters']);
     const enabled = optionalBoolean(body['enabled'], 'enabled') ?? true;
     await this.requireSource(sourceId);
 
@@ -69,6 +73,10 @@ export class WebhookAdmin {
       const kept = isJsonObject(previous?.settings) ? previous.settings['sharedSecret'] : undefined;
       rawSettings = { ...rawSettings, sharedSecret: typeof kept === 'string' ? kept : undefined };
     }
+    if (isJsonObject(rawSettings) && rawSettings['filters'] !== undefined) {
+      throw new ApiError('invalid_filter', 'settings.filters: filters go beside settings, as "filters"');
+    }
+    if (isJsonObject(rawSettings) && filters.length > 0) rawSettings = { ...rawSettings, filters };
     if (isJsonObject(rawSettings) && rawSettings['standardWebhooks'] !== undefined && rawSettings['standardWebhooks'] !== null) {
       rawSettings = { ...rawSettings, standardWebhooks: completeStandardWebhooks(rawSettings['standardWebhooks'], previous) };
     }
@@ -155,6 +163,15 @@ export class WebhookAdmin {
   }
 }
 
+function checkedFilters(input: unknown): DestinationFilter[] {
+  try {
+    return parseFilters(input);
+  } catch (error) {
+    if (error instanceof ConditionError) throw new ApiError('invalid_filter', error.message, { cause: error });
+    throw error;
+  }
+}
+
 /** A new random secret: 32 bytes, within the spec's 24 to 64. */
 function newStandardSecret(): string {
   return formatSecret(randomBytes(32));
@@ -197,6 +214,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
         },
       }),
     },
+    filters: settings.filters ?? [],
     updatedAt: new Date(destination.updatedAt).toISOString(),
   };
 }

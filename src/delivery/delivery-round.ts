@@ -1,6 +1,8 @@
 import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
 import type { RetryPolicy } from '../domain/retry-policy.js';
 import { webhookBody } from '../domain/webhook-payload.js';
+import { dropsFields, fieldsToDrop, isExemptFromFilters, removePaths } from '../domain/destination-filters.js';
+import { isJsonObject } from '../domain/message.js';
 import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import { type SettingsCheck, type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
 import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
@@ -155,6 +157,16 @@ function parsedSettings(destination: DestinationRecord): SettingsCheck {
   return parsed;
 }
 
+/** The body with the paths of matching `dropFields` filters removed; parsed only for destinations that have such filters. */
+function withoutDroppedFields(body: string, filters: Parameters<typeof fieldsToDrop>[0]): string {
+  const message: unknown = JSON.parse(body);
+  if (!isJsonObject(message) || isExemptFromFilters(message)) return body;
+  const paths = fieldsToDrop(filters, message);
+  if (paths.length === 0) return body;
+  removePaths(message, paths);
+  return JSON.stringify(message);
+}
+
 /** What to send and where, or why nothing can be sent. */
 function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefined): Prepared | string {
   // A job outlives a change of settings: the destination is read as it is now.
@@ -162,8 +174,10 @@ function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefine
   if (!destination.enabled) return 'the source\'s Webhooks destination is disabled; retry the delivery after enabling it';
   const settings = parsedSettings(destination);
   if (!settings.ok) return `the Webhooks settings are invalid: ${settings.problem}`;
-  const body = webhookBody(job.body);
+  let body = webhookBody(job.body);
   if (body === undefined) return 'the stored message is no longer readable (deleted or pruned)';
+  const filters = settings.settings.filters;
+  if (filters !== undefined && dropsFields(filters)) body = withoutDroppedFields(body, filters);
   const receivers = settings.settings.webhooks;
   // Retry only the receivers still owed the message; if settings changed so
   // that none of them is configured any more, the current receivers get it.

@@ -27,8 +27,9 @@ export function isJsonObject(value: unknown): value is JsonObject {
  * - rejected: broke a rule (the reason says which); not routed.
  * - duplicate: its messageId was seen on the same source within 24 hours; not routed.
  * - suppressed: its user is under a suppression request; not routed.
+ * - filtered: valid and new, but a destination filter dropped it (the reason names the filter); not routed.
  */
-export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed';
+export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered';
 
 /** Request size limits of the Tracking API, in bytes after decompression. */
 export const LIMITS = Object.freeze({

@@ -1,3 +1,5 @@
+import { ConditionError } from './conditions.js';
+import { type DestinationFilter, parseFilters } from './destination-filters.js';
 import { isJsonObject } from './message.js';
 import { type StandardWebhooksSettings, parseStandardWebhooks } from './standard-webhooks.js';
 
@@ -12,6 +14,12 @@ export interface WebhookSettings {
   readonly sharedSecret?: string | undefined;
   /** Standard Webhooks signatures (`webhook-id`, `webhook-timestamp`, `webhook-signature`); absent means off. */
   readonly standardWebhooks?: StandardWebhooksSettings | undefined;
+  /**
+   * Destination filters, in order. The admin API shows them beside `settings`
+   * (`filters`); they are stored with the settings so that one record holds
+   * everything the destination applies.
+   */
+  readonly filters?: readonly DestinationFilter[] | undefined;
 }
 
 export interface WebhookReceiver {
@@ -69,7 +77,7 @@ export type SettingsCheck =
 export function parseWebhookSettings(input: unknown): SettingsCheck {
   if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');
   for (const key of Object.keys(input)) {
-    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks') {
+    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks' && key !== 'filters') {
       return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks`);
     }
   }
@@ -106,12 +114,20 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
       }
     }
   }
+  let filters: DestinationFilter[] = [];
+  try {
+    filters = parseFilters(input['filters']);
+  } catch (error) {
+    if (error instanceof ConditionError) return problem(error.message);
+    throw error;
+  }
   return {
     ok: true,
     settings: {
       webhooks,
       ...(sharedSecret !== undefined && { sharedSecret }),
       ...(standardWebhooks !== undefined && { standardWebhooks }),
+      ...(filters.length > 0 && { filters }),
     },
   };
 }

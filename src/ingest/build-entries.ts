@@ -1,3 +1,4 @@
+import { type DestinationFilter, applyFilters } from '../domain/destination-filters.js';
 import type { CallType, JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
@@ -9,6 +10,8 @@ export interface RequestFacts {
   readonly source: SourceRecord;
   /** Enabled destinations of the source. */
   readonly destinations: readonly DestinationKind[];
+  /** The filters of the source's Webhooks destination, applied at routing time. */
+  readonly webhookFilters: readonly DestinationFilter[];
   readonly receivedAt: number;
   readonly receivedAtIso: string;
   readonly ip: string | undefined;
@@ -64,12 +67,15 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
     return { ...common, status: 'rejected', reason: 'the source is disabled', type: call.type, messageId: call.messageId, userId: call.userId, destinations: [] };
   }
   const integrations = call.message['integrations'];
-  return {
-    ...common,
-    status: 'accepted',
-    type: call.type,
-    messageId: call.messageId,
-    userId: call.userId,
-    destinations: facts.destinations.filter((kind) => isRoutedTo(integrations, kind)),
-  };
+  const routed = facts.destinations.filter((kind) => isRoutedTo(integrations, kind));
+  const identity = { type: call.type, messageId: call.messageId, userId: call.userId };
+  if (facts.webhookFilters.length > 0 && routed.includes('webhooks')) {
+    const verdict = applyFilters(facts.webhookFilters, call.message);
+    if (verdict.kind === 'filtered') {
+      const others = routed.filter((kind) => kind !== 'webhooks');
+      if (others.length === 0) return { ...common, ...identity, status: 'filtered', reason: `filter "${verdict.title}"`, destinations: [] };
+      return { ...common, ...identity, status: 'accepted', destinations: others };
+    }
+  }
+  return { ...common, ...identity, status: 'accepted', destinations: routed };
 }

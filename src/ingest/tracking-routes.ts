@@ -120,6 +120,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     const facts = {
       source,
       destinations: directory.enabledDestinations(source.id),
+      webhookFilters: directory.webhookFilters(source.id),
       receivedAt,
       receivedAtIso: new Date(receivedAt).toISOString(),
       ip: request.ip,

@@ -1,4 +1,6 @@
+import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { DestinationKind } from '../domain/routing.js';
+import { parseWebhookSettings } from '../domain/webhook-settings.js';
 import type { DestinationRecord, SourceRecord, Store } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
 import { ConfigSnapshot } from './config-snapshot.js';
@@ -8,6 +10,10 @@ interface Snapshot {
   readonly byId: ReadonlyMap<string, SourceRecord>;
   readonly destinations: ReadonlyMap<string, ReadonlyMap<DestinationKind, DestinationRecord>>;
 }
+
+const NO_FILTERS: readonly DestinationFilter[] = [];
+/** A record is replaced when its settings change, so its identity is the cache key. */
+const filtersByRecord = new WeakMap<DestinationRecord, readonly DestinationFilter[]>();
 
 const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map() };
 
@@ -52,6 +58,19 @@ export class SourceDirectory {
 
   destination(sourceId: string, kind: DestinationKind): DestinationRecord | undefined {
     return this.snapshot.current.destinations.get(sourceId)?.get(kind);
+  }
+
+  /** The filters of the source's Webhooks destination, in order (parsed once per settings change). */
+  webhookFilters(sourceId: string): readonly DestinationFilter[] {
+    const destination = this.destination(sourceId, 'webhooks');
+    if (destination === undefined) return NO_FILTERS;
+    let filters = filtersByRecord.get(destination);
+    if (filters === undefined) {
+      const parsed = parseWebhookSettings(destination.settings);
+      filters = parsed.ok ? (parsed.settings.filters ?? NO_FILTERS) : NO_FILTERS;
+      filtersByRecord.set(destination, filters);
+    }
+    return filters;
   }
 
   /** Kinds of the source's destinations that are enabled. */
