@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   invalid_receivers: 400,
   private_receiver: 400,
   invalid_filter: 400,
+  unknown_receiver: 400,
   not_found: 404,
   delivery_not_failed: 409,
   standard_webhooks_not_enabled: 409,

@@ -6,6 +6,8 @@ import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
 import { RegulationAdmin } from './admin/regulation-admin.js';
+import { ReplayAdmin } from './admin/replay-admin.js';
+import { replayRoutes } from './admin/replay-routes.js';
 import { regulationRoutes } from './admin/regulation-routes.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
@@ -17,6 +19,7 @@ import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { RegulationRunner } from './regulations/regulation-runner.js';
 import { SuppressionList } from './regulations/suppression-list.js';
+import { ReplayRunner } from './replays/replay-runner.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { PostgresStore } from './store/postgres/postgres-store.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
@@ -56,6 +59,7 @@ export interface RunningSwitchyard {
 
 const CONFIG_POLL_MS = 1_000;
 const REGULATION_POLL_MS = 5_000;
+const REPLAY_POLL_MS = 2_000;
 const PRUNE_EVERY_MS = 3_600_000;
 // A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
 const MAX_ENTRIES_PER_COMMIT = 1_000;
@@ -104,6 +108,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   const suppressions = new SuppressionList(store, { pollMs: CONFIG_POLL_MS, onError });
   await suppressions.start();
   const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
+  const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -130,6 +135,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
+        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
       ],
     },
   });
@@ -145,6 +151,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   const worker = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
   await worker.start();
   runner.start();
+  replays.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -160,6 +167,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         await app.close();
         await worker.stop();
         await runner.stop();
+        await replays.stop();
         directory.stop();
         suppressions.stop();
         await store.close();

@@ -17,6 +17,8 @@ export interface DeliveryView {
   readonly nextAttemptAt?: string;
   readonly firstAttemptAt?: string;
   readonly lastError?: string;
+  /** The replay the delivery re-sends a message for. */
+  readonly replayId?: string;
 }
 
 export interface AttemptView {
@@ -100,6 +102,7 @@ export function viewDelivery(record: DeliveryRecord): DeliveryView {
     ...(record.status === 'pending' && record.nextAttemptAt !== undefined && { nextAttemptAt: iso(record.nextAttemptAt) }),
     ...(record.firstAttemptAt !== undefined && { firstAttemptAt: iso(record.firstAttemptAt) }),
     ...(record.lastError !== undefined && { lastError: record.lastError }),
+    ...(record.replayId !== undefined && { replayId: record.replayId }),
   };
 }
 

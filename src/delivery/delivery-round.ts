@@ -55,6 +55,7 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
 
   const headers: Record<string, string> = { 'user-agent': ctx.userAgent, 'content-type': 'application/json' };
   if (prepared.sharedSecret !== undefined) headers['x-signature'] = signBody(prepared.body, prepared.sharedSecret);
+  if (job.replayId !== undefined) headers['x-switchyard-replay'] = job.replayId;
   const signedAt = ctx.now();
   if (prepared.standardWebhooks !== undefined) {
     // Opt-in, so only these destinations pay for reading the messageId back out of the body.

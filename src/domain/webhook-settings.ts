@@ -64,6 +64,7 @@ export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
   'expect',
   'user-agent',
   'x-signature',
+  'x-switchyard-replay',
 ]);
 
 /** Headers Switchyard owns when Standard Webhooks signatures are on. */

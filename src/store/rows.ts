@@ -7,7 +7,16 @@
 import type { MessageStatus } from '../domain/message.js';
 import type { RegulationStepStatus } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
-import type { AttemptRecord, ClaimedDelivery, DeliveryRecord, DeliveryStatus, RegulationSourceRecord, StoredMessage } from './store.js';
+import type {
+  AttemptRecord,
+  ClaimedDelivery,
+  DeliveryRecord,
+  DeliveryStatus,
+  RegulationSourceRecord,
+  ReplayRecord,
+  ReplayStatus,
+  StoredMessage,
+} from './store.js';
 
 export interface DeliveryRow {
   id: number;
@@ -23,6 +32,7 @@ export interface DeliveryRow {
   created_at: number;
   updated_at: number;
   message_id?: string | null;
+  replay_id?: string | null;
 }
 
 /** A delivery as a claim returns it: its row and its message's body (null once the message is gone). */
@@ -41,6 +51,7 @@ export function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
     firstAttemptAt: row.first_attempt_at ?? undefined,
     retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
     createdAt: row.created_at,
+    ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
   };
 }
 
@@ -78,6 +89,45 @@ export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
     nextAttemptAt: row.next_attempt_at ?? undefined,
     firstAttemptAt: row.first_attempt_at ?? undefined,
     lastError: row.last_error ?? undefined,
+    ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
+  };
+}
+
+export interface ReplayRow {
+  id: string;
+  source_id: string;
+  from_at: number;
+  to_at: number;
+  receivers: string | null;
+  types: string | null;
+  events: string | null;
+  status: ReplayStatus;
+  cursor_seq: number;
+  queued: number;
+  delivered: number;
+  failed: number;
+  created_at: number;
+  updated_at: number;
+}
+
+/** Shared by both adapters: list columns hold JSON arrays or NULL. */
+export function toReplayRecord(row: ReplayRow): ReplayRecord {
+  const list = (value: string | null): string[] | undefined => (value === null ? undefined : (JSON.parse(value) as string[]));
+  return {
+    id: row.id,
+    sourceId: row.source_id,
+    from: row.from_at,
+    to: row.to_at,
+    receivers: list(row.receivers),
+    types: list(row.types),
+    events: list(row.events),
+    status: row.status,
+    cursor: row.cursor_seq,
+    queued: row.queued,
+    delivered: row.delivered,
+    failed: row.failed,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
   };
 }
 

@@ -204,6 +204,32 @@ export interface Store {
   /** Every suppression in force, in no particular order. */
   listSuppressions(): Promise<SuppressionRecord[]>;
 
+  // --- replays: re-delivering a time range of stored messages --------------------------
+  /** Stores a new `running` replay with cursor 0 and no counts. */
+  createReplay(replay: NewReplay): Promise<void>;
+  /** The source's replays, newest first, with their counts. */
+  listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]>;
+  getReplay(id: string): Promise<ReplayRecord | undefined>;
+  /** Every `running` replay, oldest first. */
+  listRunningReplays(): Promise<ReplayRecord[]>;
+  /** How many of the replay's deliveries are pending (the runner keeps this bounded). */
+  countPendingReplayDeliveries(replayId: string): Promise<number>;
+  /**
+   * Queues one page of a running replay, in one commit: moves its cursor from
+   * `fromCursor` to `toCursor`, adds `messageSeqs.length` to `queued`, and
+   * creates one pending delivery per seq (due at `at`, marked with the
+   * replay's id, for `receivers` only when given). Exclusive: resolves false,
+   * writing nothing, when the replay is no longer running or its cursor is no
+   * longer `fromCursor` (another node queued that page). Notifies `deliveries`.
+   */
+  queueReplayPage(page: ReplayPage): Promise<boolean>;
+  /**
+   * Ends a replay: `done` (only from `running`), or `cancelled` (only from
+   * `running`), which also deletes its pending deliveries so nothing more is
+   * sent. Resolves the replay as it is now, or undefined when there is none.
+   */
+  endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined>;
+
   // --- change notification ------------------------------------------------------------
   /**
    * Calls `listener` when something changed that a poller would otherwise see
@@ -309,6 +335,8 @@ export interface ClaimedDelivery {
   /** Receivers left to retry after earlier attempts; undefined means every receiver. */
   readonly retryUrls: readonly string[] | undefined;
   readonly createdAt: number;
+  /** Set when the delivery re-sends a message for a replay. */
+  readonly replayId?: string | undefined;
 }
 
 export interface AttemptRecord {
@@ -382,6 +410,8 @@ export interface DeliveryRecord {
   readonly nextAttemptAt: number | undefined;
   readonly firstAttemptAt: number | undefined;
   readonly lastError: string | undefined;
+  /** Set when the delivery re-sends a message for a replay. */
+  readonly replayId?: string | undefined;
 }
 
 export interface DeliveryDetail extends DeliveryRecord {
@@ -450,4 +480,41 @@ export interface SuppressionRecord {
   /** The request that started (or last renewed) it. */
   readonly regulationId: string;
   readonly createdAt: number;
+}
+
+export type ReplayStatus = 'running' | 'done' | 'cancelled';
+
+export interface NewReplay {
+  readonly id: string;
+  readonly sourceId: string;
+  /** Messages with `from <= receivedAt < to`. */
+  readonly from: number;
+  readonly to: number;
+  /** Receiver URLs to send to; undefined means every receiver. */
+  readonly receivers: readonly string[] | undefined;
+  readonly types: readonly string[] | undefined;
+  readonly events: readonly string[] | undefined;
+  readonly createdAt: number;
+}
+
+export interface ReplayRecord extends NewReplay {
+  readonly status: ReplayStatus;
+  /** The seq of the last message the replay has looked at. */
+  readonly cursor: number;
+  /** Messages queued. */
+  readonly queued: number;
+  /** Of those, deliveries that succeeded, and that failed. */
+  readonly delivered: number;
+  readonly failed: number;
+  readonly updatedAt: number;
+}
+
+export interface ReplayPage {
+  readonly replayId: string;
+  readonly sourceId: string;
+  readonly fromCursor: number;
+  readonly toCursor: number;
+  readonly messageSeqs: readonly number[];
+  readonly receivers: readonly string[] | undefined;
+  readonly at: number;
 }

@@ -8,6 +8,7 @@ import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, quer
 import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 import { describeRegulationsContract } from './regulations-contract.js';
+import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
 
 const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
@@ -28,6 +29,7 @@ const openFresh = async (): Promise<{ store: Store; cleanup: () => Promise<void>
 await describePostgres('PostgreSQL store', () => {
   describeStoreContract('postgres', openFresh);
   describeRegulationsContract('postgres', openFresh);
+  describeReplaysContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
     let db: FreshDatabase;

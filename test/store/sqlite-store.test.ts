@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { describeRegulationsContract } from './regulations-contract.js';
+import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
 
 const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promise<void> }> => {
@@ -20,3 +21,4 @@ const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promis
 
 describeStoreContract('sqlite', openSqlite);
 describeRegulationsContract('sqlite', openSqlite);
+describeReplaysContract('sqlite', openSqlite);

@@ -152,6 +152,28 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (user_id, source_id)
   );
   `,
+  // 4: replays (re-delivering a time range of stored messages)
+  `
+  -- receivers, types and events are JSON arrays; NULL means all.
+  CREATE TABLE replays (
+    id          text PRIMARY KEY,
+    source_id   text NOT NULL,
+    from_at     bigint NOT NULL,
+    to_at       bigint NOT NULL,
+    receivers   text,
+    types       text,
+    events      text,
+    status      text NOT NULL,
+    cursor_seq  bigint NOT NULL,
+    queued      bigint NOT NULL,
+    created_at  bigint NOT NULL,
+    updated_at  bigint NOT NULL
+  );
+  CREATE INDEX replays_by_source ON replays (source_id, created_at);
+
+  ALTER TABLE deliveries ADD COLUMN replay_id text;
+  CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

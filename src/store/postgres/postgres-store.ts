@@ -14,11 +14,14 @@ import type {
   DestinationRecord,
   IngestEntry,
   NewRegulation,
+  NewReplay,
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
   RegulationStepKey,
   RegulationStepRun,
+  ReplayPage,
+  ReplayRecord,
   RequeueFilter,
   SourcePatch,
   SourceRecord,
@@ -34,6 +37,7 @@ import * as deliveries from './delivery-queries.js';
 import * as messages from './message-queries.js';
 import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
+import * as replays from './replay-queries.js';
 import * as sources from './source-queries.js';
 
 export interface PostgresStoreOptions {
@@ -295,6 +299,40 @@ export class PostgresStore implements Store {
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
     return regulations.listSuppressions(this.pool);
+  }
+
+
+  // --- replays ------------------------------------------------------------------------
+
+  async createReplay(replay: NewReplay): Promise<void> {
+    await replays.createReplay(this.pool, replay);
+  }
+
+  async listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]> {
+    return replays.listReplays(this.pool, sourceId, limit);
+  }
+
+  async getReplay(id: string): Promise<ReplayRecord | undefined> {
+    return replays.getReplay(this.pool, id);
+  }
+
+  async listRunningReplays(): Promise<ReplayRecord[]> {
+    return replays.listRunningReplays(this.pool);
+  }
+
+  async countPendingReplayDeliveries(replayId: string): Promise<number> {
+    return replays.countPendingReplayDeliveries(this.pool, replayId);
+  }
+
+  async queueReplayPage(page: ReplayPage): Promise<boolean> {
+    return this.write(async (client) => {
+      const queued = await replays.queueReplayPage(client, page);
+      return { value: queued, topics: queued && page.messageSeqs.length > 0 ? ['deliveries'] : [] };
+    });
+  }
+
+  async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
+    return this.write(async (client) => ({ value: await replays.endReplay(client, id, status, at), topics: [] }));
   }
 
   // --- housekeeping ------------------------------------------------------------------

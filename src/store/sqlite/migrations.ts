@@ -131,6 +131,28 @@ const MIGRATIONS: readonly string[] = [
   `
   DROP TABLE dedupe_keys;
   `,
+  // 4: replays (re-delivering a time range of stored messages)
+  `
+  -- receivers, types and events are JSON arrays; NULL means all.
+  CREATE TABLE replays (
+    id          TEXT PRIMARY KEY,
+    source_id   TEXT NOT NULL,
+    from_at     INTEGER NOT NULL,
+    to_at       INTEGER NOT NULL,
+    receivers   TEXT,
+    types       TEXT,
+    events      TEXT,
+    status      TEXT NOT NULL,
+    cursor_seq  INTEGER NOT NULL,
+    queued      INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX replays_by_source ON replays (source_id, created_at);
+
+  ALTER TABLE deliveries ADD COLUMN replay_id TEXT;
+  CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -17,11 +17,14 @@ import type {
   DestinationRecord,
   IngestEntry,
   NewRegulation,
+  NewReplay,
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
   RegulationStepKey,
   RegulationStepRun,
+  ReplayPage,
+  ReplayRecord,
   RequeueFilter,
   SourcePatch,
   SourceRecord,
@@ -35,6 +38,7 @@ import { DeliveryQueries } from './delivery-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { migrate } from './migrations.js';
 import { RegulationQueries } from './regulation-queries.js';
+import { ReplayQueries } from './replay-queries.js';
 
 export interface SqliteStoreOptions {
   /** Folder of the database file; created when missing. `:memory:` for a private in-memory store. */
@@ -72,6 +76,7 @@ export class SqliteStore implements Store {
   private messages!: MessageQueries;
   private deliveries!: DeliveryQueries;
   private regulations!: RegulationQueries;
+  private replays!: ReplayQueries;
 
   private constructor(private readonly db: Database) {
     this.events.setMaxListeners(0);
@@ -100,6 +105,7 @@ export class SqliteStore implements Store {
     this.messages = new MessageQueries(this.db);
     this.deliveries = new DeliveryQueries(this.db);
     this.regulations = new RegulationQueries(this.db, this.messages);
+    this.replays = new ReplayQueries(this.db);
   }
 
   async ping(): Promise<void> {
@@ -187,6 +193,7 @@ export class SqliteStore implements Store {
         .run(id);
       this.db.prepare('DELETE FROM deliveries WHERE source_id = ?').run(id);
       this.db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
+      this.db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
       return true;
     });
   }
@@ -310,6 +317,38 @@ export class SqliteStore implements Store {
     const count = this.deliveries.requeueFailed(filter, now);
     if (count > 0) this.emit('deliveries');
     return count;
+  }
+
+  // --- replays ------------------------------------------------------------------------
+
+  async createReplay(replay: NewReplay): Promise<void> {
+    this.replays.create(replay);
+  }
+
+  async listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]> {
+    return this.replays.list(sourceId, limit);
+  }
+
+  async getReplay(id: string): Promise<ReplayRecord | undefined> {
+    return this.replays.get(id);
+  }
+
+  async listRunningReplays(): Promise<ReplayRecord[]> {
+    return this.replays.running();
+  }
+
+  async countPendingReplayDeliveries(replayId: string): Promise<number> {
+    return this.replays.countPending(replayId);
+  }
+
+  async queueReplayPage(page: ReplayPage): Promise<boolean> {
+    const queued = this.replays.queuePage(page);
+    if (queued && page.messageSeqs.length > 0) this.emit('deliveries');
+    return queued;
+  }
+
+  async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
+    return this.replays.end(id, status, at);
   }
 
   // --- housekeeping ------------------------------------------------------------------

@@ -1,0 +1,71 @@
+// Replays: their rows, and the pages of deliveries they queue.
+import type pg from 'pg';
+import { type ReplayRow, toReplayRecord } from '../rows.js';
+import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
+
+/** A replay's row with its delivered and failed counts, from its deliveries. */
+const WITH_COUNTS = `
+  SELECT r.*,
+    (SELECT COUNT(*) FROM deliveries d WHERE d.replay_id = r.id AND d.status = 'succeeded') AS delivered,
+    (SELECT COUNT(*) FROM deliveries d WHERE d.replay_id = r.id AND d.status = 'failed') AS failed
+  FROM replays r`;
+
+const list = (value: readonly string[] | undefined): string | null => (value === undefined ? null : JSON.stringify(value));
+
+export async function createReplay(pool: pg.Pool, replay: NewReplay): Promise<void> {
+  await pool.query(
+    `INSERT INTO replays (id, source_id, from_at, to_at, receivers, types, events, status, cursor_seq, queued, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', 0, 0, $8, $8)`,
+    [replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), replay.createdAt],
+  );
+}
+
+export async function listReplays(pool: pg.Pool, sourceId: string, limit: number): Promise<ReplayRecord[]> {
+  const { rows } = await pool.query<ReplayRow>(`${WITH_COUNTS} WHERE r.source_id = $1 ORDER BY r.created_at DESC, r.id DESC LIMIT $2`, [sourceId, limit]);
+  return rows.map(toReplayRecord);
+}
+
+export async function getReplay(client: pg.Pool | pg.ClientBase, id: string): Promise<ReplayRecord | undefined> {
+  const { rows } = await client.query<ReplayRow>(`${WITH_COUNTS} WHERE r.id = $1`, [id]);
+  return rows[0] === undefined ? undefined : toReplayRecord(rows[0]);
+}
+
+export async function listRunningReplays(pool: pg.Pool): Promise<ReplayRecord[]> {
+  const { rows } = await pool.query<ReplayRow>(`${WITH_COUNTS} WHERE r.status = 'running' ORDER BY r.created_at, r.id`);
+  return rows.map(toReplayRecord);
+}
+
+export async function countPendingReplayDeliveries(pool: pg.Pool, replayId: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(`SELECT COUNT(*) AS n FROM deliveries WHERE replay_id = $1 AND status = 'pending'`, [replayId]);
+  return rows[0]!.n;
+}
+
+/**
+ * The cursor moves first, conditionally: of two nodes queueing the same page,
+ * the second waits on the first's row lock, then finds the cursor moved and
+ * queues nothing.
+ */
+export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): Promise<boolean> {
+  const moved = await client.query(
+    `UPDATE replays SET cursor_seq = $1, queued = queued + $2, updated_at = $3
+     WHERE id = $4 AND cursor_seq = $5 AND status = 'running'`,
+    [page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor],
+  );
+  if (moved.rowCount === 0) return false;
+  if (page.messageSeqs.length === 0) return true;
+  await client.query(
+    `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
+     SELECT $1, seq, 'webhooks', 'pending', $2, $3, $2, $2, $4 FROM unnest($5::bigint[]) AS seq`,
+    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs],
+  );
+  return true;
+}
+
+export async function endReplay(client: pg.ClientBase, id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
+  const changed = await client.query(`UPDATE replays SET status = $1, updated_at = $2 WHERE id = $3 AND status = 'running'`, [status, at, id]);
+  if ((changed.rowCount ?? 0) > 0 && status === 'cancelled') {
+    await client.query(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = $1 AND status = 'pending')`, [id]);
+    await client.query(`DELETE FROM deliveries WHERE replay_id = $1 AND status = 'pending'`, [id]);
+  }
+  return getReplay(client, id);
+}

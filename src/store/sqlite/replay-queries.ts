@@ -1,0 +1,78 @@
+import type { Database, Statement } from 'better-sqlite3';
+import { type ReplayRow, toReplayRecord } from '../rows.js';
+import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
+
+/** A replay's row with its delivered and failed counts, from its deliveries. */
+const WITH_COUNTS = `
+  SELECT r.*,
+    (SELECT COUNT(*) FROM deliveries d WHERE d.replay_id = r.id AND d.status = 'succeeded') AS delivered,
+    (SELECT COUNT(*) FROM deliveries d WHERE d.replay_id = r.id AND d.status = 'failed') AS failed
+  FROM replays r`;
+
+/** Replays: their rows, and the pages of deliveries they queue. */
+export class ReplayQueries {
+  private readonly queuePageTx: (page: ReplayPage) => boolean;
+  private readonly moveCursor: Statement<[number, number, number, string, number]>;
+  private readonly insertDelivery: Statement<[string, number, number, string | null, number, number, string]>;
+
+  constructor(private readonly db: Database) {
+    this.moveCursor = db.prepare(`
+      UPDATE replays SET cursor_seq = ?, queued = queued + ?, updated_at = ?
+      WHERE id = ? AND cursor_seq = ? AND status = 'running'`);
+    this.insertDelivery = db.prepare(`
+      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
+      VALUES (?, ?, 'webhooks', 'pending', ?, ?, ?, ?, ?)`);
+    this.queuePageTx = db.transaction((page: ReplayPage) => {
+      const moved = this.moveCursor.run(page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor).changes > 0;
+      if (!moved) return false;
+      const receivers = page.receivers === undefined ? null : JSON.stringify(page.receivers);
+      for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, page.at, receivers, page.at, page.at, page.replayId);
+      return true;
+    });
+  }
+
+  create(replay: NewReplay): void {
+    const list = (value: readonly string[] | undefined): string | null => (value === undefined ? null : JSON.stringify(value));
+    this.db
+      .prepare(`
+        INSERT INTO replays (id, source_id, from_at, to_at, receivers, types, events, status, cursor_seq, queued, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', 0, 0, ?, ?)`)
+      .run(replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), replay.createdAt, replay.createdAt);
+  }
+
+  list(sourceId: string, limit: number): ReplayRecord[] {
+    const rows = this.db.prepare(`${WITH_COUNTS} WHERE r.source_id = ? ORDER BY r.created_at DESC, r.id DESC LIMIT ?`).all(sourceId, limit) as ReplayRow[];
+    return rows.map(toReplayRecord);
+  }
+
+  get(id: string): ReplayRecord | undefined {
+    const row = this.db.prepare(`${WITH_COUNTS} WHERE r.id = ?`).get(id) as ReplayRow | undefined;
+    return row === undefined ? undefined : toReplayRecord(row);
+  }
+
+  running(): ReplayRecord[] {
+    return (this.db.prepare(`${WITH_COUNTS} WHERE r.status = 'running' ORDER BY r.created_at, r.id`).all() as ReplayRow[]).map(toReplayRecord);
+  }
+
+  countPending(replayId: string): number {
+    const row = this.db.prepare(`SELECT COUNT(*) AS n FROM deliveries WHERE replay_id = ? AND status = 'pending'`).get(replayId) as { n: number };
+    return row.n;
+  }
+
+  queuePage(page: ReplayPage): boolean {
+    return this.queuePageTx(page);
+  }
+
+  end(id: string, status: 'done' | 'cancelled', at: number): ReplayRecord | undefined {
+    this.db.transaction(() => {
+      const changed = this.db.prepare(`UPDATE replays SET status = ?, updated_at = ? WHERE id = ? AND status = 'running'`).run(status, at, id).changes;
+      if (changed > 0 && status === 'cancelled') {
+        this.db
+          .prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = ? AND status = 'pending')`)
+          .run(id);
+        this.db.prepare(`DELETE FROM deliveries WHERE replay_id = ? AND status = 'pending'`).run(id);
+      }
+    })();
+    return this.get(id);
+  }
+}

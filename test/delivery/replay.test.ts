@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ReceivedRequest, type TestReceiver, startReceiver } from '../helpers/receiver.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+
+describe('replays', () => {
+  let sy: TestSwitchyard;
+  let first: TestReceiver;
+  let second: TestReceiver;
+  let source: { id: string; writeKey: string };
+
+  const replayed = (receiver: TestReceiver): ReceivedRequest[] => receiver.requests.filter((r) => r.headers['x-switchyard-replay'] !== undefined);
+  const live = (receiver: TestReceiver): ReceivedRequest[] => receiver.requests.filter((r) => r.headers['x-switchyard-replay'] === undefined);
+  const idOf = (request: ReceivedRequest): string => JSON.parse(request.body).messageId as string;
+
+  before(async () => {
+    first = await startReceiver();
+    second = await startReceiver();
+    sy = await startTestSwitchyard({ 'allow-private-receivers': 'true' });
+    source = await sy.createSource('replays');
+    const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, {
+      enabled: true,
+      settings: { webhooks: [{ url: first.url }, { url: second.url }], sharedSecret: 'replay-secret' },
+    });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+  });
+  after(async () => {
+    await sy?.close();
+    await first?.close();
+    await second?.close();
+  });
+
+  it('re-delivers a time range, in order, of the chosen types and events, to the chosen receiver, with the original body', async () => {
+    const from = new Date().toISOString();
+    const batch = Array.from({ length: 30 }, (_, i) =>
+      i % 3 === 2
+        ? { type: 'identify', userId: `u${i}`, traits: { n: i }, messageId: `r-${i}` }
+        : { type: 'track', userId: `u${i}`, event: i % 3 === 0 ? 'Bought' : 'Viewed', messageId: `r-${i}` },
+    );
+    assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+    await eventually(() => (live(first).length >= 30 && live(second).length >= 30 ? true : undefined), 10_000, 'live delivery');
+    await new Promise((resolve) => setTimeout(resolve, 5)); // `to` after every receivedAt
+    const to = new Date().toISOString();
+
+    const created = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to, types: ['track'], events: ['Bought'], receivers: [first.url] });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assert.equal(created.body.status, 'running');
+    assert.match(created.body.id, /^rpl_/);
+    const replayId = created.body.id as string;
+
+    const done = await eventually(async () => {
+      const { body } = await sy.admin('GET', `/replays/${replayId}`);
+      return body.status === 'done' ? body : undefined;
+    }, 15_000, 'the replay to finish');
+    const expected = batch.filter((m) => m.type === 'track' && m.event === 'Bought').map((m) => m.messageId);
+    assert.deepEqual([done.queued, done.delivered, done.failed], [expected.length, expected.length, 0]);
+    assert.deepEqual(replayed(first).map(idOf), expected, 'only those, in order');
+    assert.ok(replayed(first).every((r) => r.headers['x-switchyard-replay'] === replayId));
+    assert.deepEqual(replayed(second), [], 'only the chosen receiver');
+    for (const request of replayed(first)) {
+      const original = live(first).find((r) => idOf(r) === idOf(request))!;
+      assert.equal(request.body, original.body, 'the original body');
+      assert.equal(request.headers['x-signature'], original.headers['x-signature'], 'so the same signature');
+    }
+    const listed = await sy.admin('GET', `/sources/${source.id}/replays`);
+    assert.deepEqual(listed.body.replays.map((r: { id: string }) => r.id), [replayId]);
+    const deliveries = (await sy.admin('GET', `/deliveries?sourceId=${source.id}&limit=200`)).body.deliveries as Array<{ replayId?: string }>;
+    assert.equal(deliveries.filter((d) => d.replayId === replayId).length, expected.length, 'replayed deliveries are recorded as deliveries');
+  });
+
+  it('leaves out suppressed users', async () => {
+    const from = new Date().toISOString();
+    const batch = ['keep', 'hide', 'keep'].map((user, i) => ({ type: 'track', userId: `s-${user}`, event: 'E', messageId: `s-${i}` }));
+    assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+    await eventually(() => (live(second).filter((r) => idOf(r).startsWith('s-')).length === 3 ? true : undefined), 10_000, 'live delivery');
+    const regulation = await sy.admin('POST', '/regulations', { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: ['s-hide'] });
+    assert.equal(regulation.status, 201, JSON.stringify(regulation.body));
+    const created = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to: new Date(Date.now() + 1).toISOString(), receivers: [second.url] });
+    const done = await eventually(async () => {
+      const { body } = await sy.admin('GET', `/replays/${created.body.id}`);
+      return body.status === 'done' ? body : undefined;
+    }, 15_000, 'the replay to finish');
+    assert.equal(done.queued, 2);
+    assert.deepEqual(replayed(second).map(idOf), ['s-0', 's-2']);
+  });
+
+  it('cancels: nothing more is sent', async () => {
+    const from = new Date().toISOString();
+    const batch = Array.from({ length: 300 }, (_, i) => ({ type: 'track', userId: 'c', event: 'E', messageId: `c-${i}` }));
+    assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+    await eventually(() => (live(first).filter((r) => idOf(r).startsWith('c-')).length === 300 ? true : undefined), 20_000, 'live delivery');
+    first.reply = (request) => (request.headers['x-switchyard-replay'] !== undefined ? { delayMs: 50 } : {});
+    const created = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to: new Date(Date.now() + 1).toISOString(), receivers: [first.url] });
+    const replayId = created.body.id as string;
+    await eventually(() => (replayed(first).some((r) => r.headers['x-switchyard-replay'] === replayId) ? true : undefined), 10_000, 'the first replayed POST');
+    const cancelled = await sy.admin('POST', `/replays/${replayId}/cancel`);
+    assert.equal(cancelled.status, 200);
+    assert.equal(cancelled.body.status, 'cancelled');
+    const settle = async (): Promise<number> => {
+      for (;;) {
+        const count = replayed(first).filter((r) => r.headers['x-switchyard-replay'] === replayId).length;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        if (replayed(first).filter((r) => r.headers['x-switchyard-replay'] === replayId).length === count) return count;
+      }
+    };
+    const sent = await settle();
+    assert.ok(sent < 300, `${sent} of 300 sent before the cancel took effect`);
+    const after = await sy.admin('GET', `/replays/${replayId}`);
+    assert.equal(after.body.status, 'cancelled');
+    assert.ok(after.body.queued < 300 || after.body.delivered < 300);
+  });
+
+  it('refuses what it cannot replay', async () => {
+    const now = Date.now();
+    const range = { from: new Date(now - 1000).toISOString(), to: new Date(now).toISOString() };
+    const unknown = await sy.admin('POST', `/sources/${source.id}/replays`, { ...range, receivers: ['http://127.0.0.1:1/elsewhere'] });
+    assert.equal(unknown.status, 400);
+    assert.equal(unknown.body.error.code, 'unknown_receiver');
+    const backwards = await sy.admin('POST', `/sources/${source.id}/replays`, { from: range.to, to: range.from });
+    assert.equal(backwards.body.error.code, 'invalid_request');
+    const badType = await sy.admin('POST', `/sources/${source.id}/replays`, { ...range, types: ['tracks'] });
+    assert.match(badType.body.error.message, /types: "tracks" is not one of/);
+    const bare = await sy.createSource('no-destination');
+    assert.equal((await sy.admin('POST', `/sources/${bare.id}/replays`, range)).status, 404);
+    assert.equal((await sy.admin('GET', '/replays/rpl_nope')).status, 404);
+  });
+});
