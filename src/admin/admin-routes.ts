@@ -1,6 +1,9 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { AdminAuth } from './admin-auth.js';
+import { SOURCE_SCHEMAS } from './route-schemas.js';
+import { validationError } from './validation-errors.js';
+import type { RouteDocumentation } from '../http/openapi.js';
 import type { SourceAdmin } from './source-admin.js';
 
 export interface AdminRoutesOptions {
@@ -24,7 +27,11 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     let api: ApiError;
     if (error instanceof ApiError) api = error;
-    else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+    else if (error.validation !== undefined) {
+      const schema = request.routeOptions.schema as RouteDocumentation | undefined;
+      const validated = error.validationContext === 'querystring' ? schema?.querystring : schema?.body;
+      api = validationError(error.validation, error.validationContext, schema?.['x-validation-codes'], validated);
+    } else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
       api = new ApiError('invalid_request', error.message);
     } else {
       request.log.error({ err: error }, 'admin API error');
@@ -36,11 +43,11 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     void reply.code(404).send({ error: { code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` } });
   });
 
-  app.post('/sources', async (request, reply) => reply.code(201).send(await sources.create(request.body)));
-  app.get('/sources', async () => ({ sources: await sources.list() }));
-  app.get<{ Params: { id: string } }>('/sources/:id', async (request) => sources.get(request.params.id));
-  app.patch<{ Params: { id: string } }>('/sources/:id', async (request) => sources.update(request.params.id, request.body));
-  app.delete<{ Params: { id: string } }>('/sources/:id', async (request, reply) => {
+  app.post('/sources', { schema: SOURCE_SCHEMAS.create }, async (request, reply) => reply.code(201).send(await sources.create(request.body)));
+  app.get('/sources', { schema: SOURCE_SCHEMAS.list }, async () => ({ sources: await sources.list() }));
+  app.get<{ Params: { id: string } }>('/sources/:id', { schema: SOURCE_SCHEMAS.get }, async (request) => sources.get(request.params.id));
+  app.patch<{ Params: { id: string } }>('/sources/:id', { schema: SOURCE_SCHEMAS.update }, async (request) => sources.update(request.params.id, request.body));
+  app.delete<{ Params: { id: string } }>('/sources/:id', { schema: SOURCE_SCHEMAS.delete }, async (request, reply) => {
     await sources.delete(request.params.id);
     return reply.code(204).send();
   });

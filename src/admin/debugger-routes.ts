@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { DebuggerAdmin } from './debugger-admin.js';
 import { DebuggerStream, type StreamStore } from './debugger-stream.js';
+import { DEBUGGER_SCHEMAS } from './route-schemas.js';
 
 export interface DebuggerRoutesOptions {
   readonly admin: DebuggerAdmin;
@@ -16,7 +17,7 @@ export interface DebuggerRoutesOptions {
 export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyInstance) => void {
   const { admin, streamStore, onError } = options;
   return (app) => {
-    app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/sources/:id/debugger', async (request) =>
+    app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/sources/:id/debugger', { schema: DEBUGGER_SCHEMAS.list }, async (request) =>
       admin.list(request.params.id, request.query),
     );
 
@@ -26,7 +27,7 @@ export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyIns
     app.addHook('preClose', async () => {
       for (const stream of open) stream.close();
     });
-    app.get<{ Params: { id: string } }>('/sources/:id/debugger/stream', async (request, reply) => {
+    app.get<{ Params: { id: string } }>('/sources/:id/debugger/stream', { schema: DEBUGGER_SCHEMAS.stream }, async (request, reply) => {
       // Everything that can fail with an error answer happens before the hijack.
       const afterSeq = await admin.streamCursor(request.params.id, request.headers['last-event-id']);
       reply.hijack();

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DeliveryAdmin } from './delivery-admin.js';
+import { DELIVERY_SCHEMAS, WEBHOOK_SCHEMAS } from './route-schemas.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 
 /**
@@ -8,18 +9,18 @@ import type { WebhookAdmin } from './webhook-admin.js';
  */
 export function deliveryRoutes(webhooks: WebhookAdmin, deliveries: DeliveryAdmin): (app: FastifyInstance) => void {
   return (app) => {
-    app.put<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', async (request) => webhooks.put(request.params.id, request.body));
-    app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', async (request) => webhooks.get(request.params.id));
-    app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks/standard-webhooks/secret', async (request) =>
+    app.put<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', { schema: WEBHOOK_SCHEMAS.put }, async (request) => webhooks.put(request.params.id, request.body));
+    app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', { schema: WEBHOOK_SCHEMAS.get }, async (request) => webhooks.get(request.params.id));
+    app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks/standard-webhooks/secret', { schema: WEBHOOK_SCHEMAS.standardSecret }, async (request) =>
       webhooks.standardSecret(request.params.id),
     );
-    app.post<{ Params: { id: string } }>('/sources/:id/destinations/webhooks/standard-webhooks/rotate', async (request) =>
+    app.post<{ Params: { id: string } }>('/sources/:id/destinations/webhooks/standard-webhooks/rotate', { schema: WEBHOOK_SCHEMAS.rotateStandardSecret }, async (request) =>
       webhooks.rotateStandardSecret(request.params.id, request.body),
     );
 
-    app.get<{ Querystring: Record<string, string | undefined> }>('/deliveries', async (request) => deliveries.list(request.query));
-    app.get<{ Params: { id: string } }>('/deliveries/:id', async (request) => deliveries.get(request.params.id));
-    app.post<{ Params: { id: string } }>('/deliveries/:id/retry', async (request) => deliveries.retry(request.params.id));
-    app.post('/deliveries/retry', async (request) => deliveries.retryAll(request.body));
+    app.get<{ Querystring: Record<string, string | undefined> }>('/deliveries', { schema: DELIVERY_SCHEMAS.list }, async (request) => deliveries.list(request.query));
+    app.get<{ Params: { id: string } }>('/deliveries/:id', { schema: DELIVERY_SCHEMAS.get }, async (request) => deliveries.get(request.params.id));
+    app.post<{ Params: { id: string } }>('/deliveries/:id/retry', { schema: DELIVERY_SCHEMAS.retry }, async (request) => deliveries.retry(request.params.id));
+    app.post('/deliveries/retry', { schema: DELIVERY_SCHEMAS.retryAll }, async (request) => deliveries.retryAll(request.body));
   };
 }

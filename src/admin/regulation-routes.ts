@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { RegulationAdmin } from './regulation-admin.js';
+import { REGULATION_SCHEMAS } from './route-schemas.js';
 
 /**
  * 5,000 subject ids of up to 1,024 characters, each up to three bytes in
@@ -11,10 +12,10 @@ const REGULATION_BODY_LIMIT = 16 * 1024 * 1024;
 /** Deletion and suppression requests, as an `extensions` entry of adminRoutes (same auth and error shape). */
 export function regulationRoutes(regulations: RegulationAdmin): (app: FastifyInstance) => void {
   return (app) => {
-    app.post('/regulations', { bodyLimit: REGULATION_BODY_LIMIT }, async (request, reply) =>
+    app.post('/regulations', { bodyLimit: REGULATION_BODY_LIMIT, schema: REGULATION_SCHEMAS.create }, async (request, reply) =>
       reply.code(201).send(await regulations.create(request.body)),
     );
-    app.get<{ Querystring: Record<string, string | undefined> }>('/regulations', async (request) => regulations.list(request.query));
-    app.get<{ Params: { id: string } }>('/regulations/:id', async (request) => regulations.get(request.params.id));
+    app.get<{ Querystring: Record<string, string | undefined> }>('/regulations', { schema: REGULATION_SCHEMAS.list }, async (request) => regulations.list(request.query));
+    app.get<{ Params: { id: string } }>('/regulations/:id', { schema: REGULATION_SCHEMAS.get }, async (request) => regulations.get(request.params.id));
   };
 }

@@ -4,7 +4,9 @@ import type { Logger } from 'pino';
 import { type AdminRoutesOptions, adminRoutes } from '../admin/admin-routes.js';
 import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-routes.js';
 import type { Store } from '../store/store.js';
+import { VERSION } from '../version.js';
 import type { Metrics } from './metrics.js';
+import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
 
 export interface ServerOptions {
   readonly logger: Logger;
@@ -23,6 +25,18 @@ const REQUEST_TIMEOUT_MS = 30_000;
  */
 const TIMEOUT_CHECK_MS = 2_000;
 
+const OPENAPI_SCHEMA: DocumentedSchema = { summary: 'This OpenAPI 3.1 document (no token needed)', tags: ['meta'] };
+
+const HEALTH_SCHEMAS = documented({
+  healthz: { summary: 'The process is up', tags: ['health'], 'x-responses': { 200: { description: '{"status":"ok"}' } } },
+  readyz: {
+    summary: 'Storage answers',
+    tags: ['health'],
+    'x-responses': { 200: { description: '{"status":"ready"}' }, 503: { description: '{"status":"unavailable","reason":…}' } },
+  },
+  metrics: { summary: 'Prometheus metrics (text format)', tags: ['health'] },
+});
+
 /** The one HTTP server: Tracking API, admin API, health and metrics. */
 export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
@@ -34,12 +48,24 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     requestTimeout: REQUEST_TIMEOUT_MS,
     bodyLimit: 1024 * 1024,
     return503OnClosing: true,
+    // Route schemas validate what the body holds, as JSON: no type coercion,
+    // no defaults filled in, nothing removed (the services see what was sent).
+    ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
     serverFactory: (handler) =>
       createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, handler),
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
+  const catalog = new RouteCatalog();
+  catalog.attach(app);
+  let openApi: string | undefined;
+  // Outside the admin scope: the document needs no token. Built on first use, once every route is registered.
+  app.get('/admin/v1/openapi.json', { schema: OPENAPI_SCHEMA }, async (_request, reply) => {
+    openApi ??= JSON.stringify(catalog.document(VERSION));
+    return reply.header('content-type', 'application/json; charset=utf-8').send(openApi);
+  });
+
+  app.get('/healthz', { schema: HEALTH_SCHEMAS.healthz }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: HEALTH_SCHEMAS.readyz }, async (_request, reply) => {
     try {
       await options.store.ping();
       return { status: 'ready' };
@@ -48,7 +74,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       return reply.code(503).send({ status: 'unavailable', reason: 'storage unreachable' });
     }
   });
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { schema: HEALTH_SCHEMAS.metrics }, async (_request, reply) => {
     reply.header('content-type', options.metrics.registry.contentType);
     return options.metrics.registry.metrics();
   });

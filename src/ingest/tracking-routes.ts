@@ -8,6 +8,7 @@ import type { AppendResult, IngestEntry } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import { readBody } from './read-body.js';
+import { METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
 import { writeKeyFromAuthorization } from './write-key.js';
 
 export interface TrackingRoutesOptions {
@@ -144,13 +145,13 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   const call: RouteConfig = { bodyLimit: LIMITS.callBytes };
   const batch: RouteConfig = { bodyLimit: LIMITS.batchBytes };
   for (const [path, type] of CALL_PATHS) {
-    app.post(`/v1/${path}`, { config: call, onRequest: admit }, (request, reply) => handle(request, reply, type));
+    app.post(`/v1/${path}`, { config: call, onRequest: admit, schema: callSchema(type, path) }, (request, reply) => handle(request, reply, type));
   }
   for (const path of BATCH_PATHS) {
-    app.post(`/v1/${path}`, { config: batch, onRequest: admit }, (request, reply) => handle(request, reply, 'batch'));
+    app.post(`/v1/${path}`, { config: batch, onRequest: admit, schema: batchSchema(path) }, (request, reply) => handle(request, reply, 'batch'));
   }
   // Client-side metrics from analytics.js: accepted and ignored.
-  app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig }, async (_request, reply) => {
+  app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig, schema: METRICS_SCHEMA }, async (_request, reply) => {
     reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
   });
 

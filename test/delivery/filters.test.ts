@@ -34,7 +34,7 @@ describe('destination filters', () => {
       [[{ title: 't', if: { and: [{ field: 'type', op: 'exists', value: 1 }] }, action: 'drop' }], /filters\[0\]\.if\.and\[0\]\.value must be absent/],
       [[{ action: 'drop' }], /filters\[0\]\.title/],
       [[{ title: 't', action: { dropFields: ['properties..x'] } }], /filters\[0\]\.action\.dropFields\[0\]/],
-      ['drop', /filters must be a list/],
+      ['drop', /filters must be an array/],
     ];
     for (const [filters, message] of cases) {
       const answer = await put(id, filters);

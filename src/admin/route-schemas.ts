@@ -1,0 +1,334 @@
+import { type JsonSchema, documented } from '../http/openapi.js';
+
+/**
+ * The schemas of the admin routes: Fastify validates request bodies with
+ * them before a handler runs (the admin services then check what JSON
+ * Schema cannot say, naming the field), and the OpenAPI document is built
+ * from the same objects. Times are ISO-8601 strings.
+ */
+
+const time: JsonSchema = { type: 'string', format: 'date-time' };
+/** A time a client sends: ISO-8601, or epoch milliseconds. */
+const timeInput: JsonSchema = { type: ['string', 'integer'], description: 'An ISO-8601 time, or epoch milliseconds' };
+const idParams: JsonSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };
+const stringList = (description: string): JsonSchema => ({ type: 'array', items: { type: 'string' }, description });
+
+const source: JsonSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    writeKey: { type: 'string' },
+    enabled: { type: 'boolean' },
+    createdAt: time,
+    updatedAt: time,
+  },
+};
+
+const condition: JsonSchema = {
+  type: 'object',
+  description: '{"field": <dotted path>, "op": "=|!=|>|>=|<|<=|contains|exists", "value"?} or {"and": […]}, {"or": […]}, {"not": …}',
+};
+
+const receiver: JsonSchema = {
+  type: 'object',
+  properties: {
+    url: { type: 'string', description: 'A full http:// or https:// URL' },
+    headers: { type: 'object', additionalProperties: { type: 'string' } },
+    maxRequestsPerSecond: { type: 'integer', minimum: 1, maximum: 10_000 },
+  },
+  required: ['url'],
+};
+
+const webhooks: JsonSchema = {
+  type: 'object',
+  properties: {
+    enabled: { type: 'boolean' },
+    settings: {
+      type: 'object',
+      properties: {
+        webhooks: { type: 'array', items: receiver, description: '1 to 5 receivers' },
+        sharedSecret: { type: 'string', description: 'Key of the X-Signature HMAC-SHA1; shown masked' },
+        standardWebhooks: { type: 'object', properties: { secret: { type: 'string' } }, description: '{} generates a whsec_ secret' },
+      },
+    },
+    filters: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          title: { type: 'string' },
+          if: condition,
+          action: { description: '"drop", "keep" or {"dropFields": [paths]}' },
+        },
+        required: ['title', 'action'],
+      },
+    },
+  },
+};
+
+const attempt: JsonSchema = {
+  type: 'object',
+  properties: { at: time, url: { type: 'string' }, statusCode: { type: 'integer' }, error: { type: 'string' }, durationMs: { type: 'integer' } },
+};
+
+const delivery: JsonSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    sourceId: { type: 'string' },
+    destination: { type: 'string' },
+    messageSeq: { type: 'integer' },
+    messageId: { type: 'string' },
+    status: { enum: ['pending', 'succeeded', 'failed'] },
+    attemptCount: { type: 'integer' },
+    createdAt: time,
+    updatedAt: time,
+    nextAttemptAt: time,
+    firstAttemptAt: time,
+    lastError: { type: 'string' },
+    replayId: { type: 'string' },
+  },
+};
+
+const regulation: JsonSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    regulationType: { enum: ['DELETE_ONLY', 'SUPPRESS_WITH_DELETE', 'SUPPRESS_ONLY', 'UNSUPPRESS'] },
+    subjectType: { const: 'USER_ID' },
+    subjectIds: { type: 'array', items: { type: 'string' } },
+    subjectCount: { type: 'integer' },
+    sourceIds: { type: ['array', 'null'], items: { type: 'string' } },
+    status: { type: 'string' },
+    createdAt: time,
+    updatedAt: time,
+    sources: { type: 'array', items: { type: 'object', properties: { sourceId: { type: 'string' }, status: { type: 'string' }, error: { type: 'string' } } } },
+  },
+};
+
+const replay: JsonSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    sourceId: { type: 'string' },
+    from: time,
+    to: time,
+    receivers: stringList('Receiver URLs; absent: all'),
+    types: stringList('Message types; absent: all'),
+    events: stringList('Track event names; absent: all'),
+    status: { enum: ['running', 'done', 'cancelled'] },
+    queued: { type: 'integer' },
+    delivered: { type: 'integer' },
+    failed: { type: 'integer' },
+    createdAt: time,
+    updatedAt: time,
+  },
+};
+
+const debuggerEntry: JsonSchema = {
+  type: 'object',
+  properties: {
+    seq: { type: 'integer' },
+    receivedAt: time,
+    type: { type: ['string', 'null'] },
+    status: { enum: ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered'] },
+    reason: { type: 'string' },
+    message: { type: 'object' },
+  },
+};
+
+const ok = (description: string, schema?: JsonSchema): { description: string; schema?: JsonSchema } =>
+  schema === undefined ? { description } : { description, schema };
+
+export const SOURCE_SCHEMAS = documented({
+  create: {
+    summary: 'Create a source',
+    tags: ['sources'],
+    body: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+    'x-responses': { 201: ok('The new source with its write key', source) },
+    'x-errors': ['invalid_request'],
+  },
+  list: {
+    summary: 'List sources',
+    tags: ['sources'],
+    'x-responses': { 200: ok('Every source', { type: 'object', properties: { sources: { type: 'array', items: source } } }) },
+  },
+  get: { summary: 'Read a source', tags: ['sources'], params: idParams, 'x-responses': { 200: ok('The source', source) }, 'x-errors': ['not_found'] },
+  update: {
+    summary: 'Rename, enable or disable a source',
+    tags: ['sources'],
+    params: idParams,
+    body: { type: 'object', properties: { name: { type: 'string' }, enabled: { type: 'boolean' } } },
+    'x-responses': { 200: ok('The source', source) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  delete: {
+    summary: 'Delete a source with everything stored for it',
+    tags: ['sources'],
+    params: idParams,
+    'x-responses': { 204: ok('Deleted') },
+    'x-errors': ['not_found'],
+  },
+});
+
+export const WEBHOOK_SCHEMAS = documented({
+  put: {
+    summary: "Set the source's Webhooks destination",
+    tags: ['webhooks'],
+    params: idParams,
+    body: webhooks,
+    'x-responses': { 200: ok('The destination, secrets masked', webhooks) },
+    'x-errors': ['invalid_request', 'invalid_receivers', 'private_receiver', 'invalid_filter', 'not_found'],
+    'x-validation-codes': { settings: 'invalid_receivers', filters: 'invalid_filter' },
+  },
+  get: {
+    summary: "Read the source's Webhooks destination (secrets masked)",
+    tags: ['webhooks'],
+    params: idParams,
+    'x-responses': { 200: ok('The destination', webhooks) },
+    'x-errors': ['not_found'],
+  },
+  standardSecret: {
+    summary: 'Read the Standard Webhooks secret',
+    tags: ['webhooks'],
+    params: idParams,
+    'x-responses': { 200: ok('The secret', { type: 'object', properties: { secret: { type: 'string' } } }) },
+    'x-errors': ['not_found', 'standard_webhooks_not_enabled'],
+  },
+  rotateStandardSecret: {
+    summary: 'Rotate the Standard Webhooks secret; the old one keeps signing for overlapSeconds',
+    tags: ['webhooks'],
+    params: idParams,
+    body: { type: 'object', properties: { overlapSeconds: { type: 'integer', minimum: 0, default: 86_400 } } },
+    'x-responses': { 200: ok('The new secret', { type: 'object', properties: { secret: { type: 'string' }, previousValidUntil: time } }) },
+    'x-errors': ['invalid_request', 'not_found', 'standard_webhooks_not_enabled'],
+  },
+});
+
+export const DELIVERY_SCHEMAS = documented({
+  list: {
+    summary: 'List deliveries, newest first',
+    tags: ['deliveries'],
+    querystring: {
+      type: 'object',
+      properties: {
+        sourceId: { type: 'string' },
+        status: { enum: ['pending', 'succeeded', 'failed'] },
+        limit: { type: 'string', description: 'An integer, 1 to 1000' },
+        beforeId: { type: 'string', description: 'Only deliveries with a lower id (paging)' },
+      },
+    },
+    'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
+    'x-errors': ['invalid_request'],
+  },
+  get: {
+    summary: 'One delivery with every attempt',
+    tags: ['deliveries'],
+    params: idParams,
+    'x-responses': { 200: ok('The delivery', { ...delivery, properties: { ...(delivery['properties'] as object), attempts: { type: 'array', items: attempt } } }) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  retry: {
+    summary: 'Put a failed delivery back in the queue',
+    tags: ['deliveries'],
+    params: idParams,
+    'x-responses': { 200: ok('How many were requeued', { type: 'object', properties: { requeued: { type: 'integer' } } }) },
+    'x-errors': ['invalid_request', 'not_found', 'delivery_not_failed'],
+  },
+  retryAll: {
+    summary: 'Put every failed delivery (of a source, failed since a time) back in the queue',
+    tags: ['deliveries'],
+    body: { type: 'object', properties: { sourceId: { type: 'string' }, since: timeInput } },
+    'x-responses': { 200: ok('How many were requeued', { type: 'object', properties: { requeued: { type: 'integer' } } }) },
+    'x-errors': ['invalid_request'],
+  },
+});
+
+export const REGULATION_SCHEMAS = documented({
+  create: {
+    summary: 'Request a deletion or suppression',
+    tags: ['regulations'],
+    body: {
+      type: 'object',
+      properties: {
+        regulationType: { enum: ['DELETE_ONLY', 'SUPPRESS_WITH_DELETE', 'SUPPRESS_ONLY', 'UNSUPPRESS'] },
+        subjectType: { const: 'USER_ID' },
+        subjectIds: { type: 'array', minItems: 1, maxItems: 5_000, items: { type: 'string', minLength: 1, maxLength: 1_024 } },
+        sourceIds: { type: 'array', minItems: 1, maxItems: 1_000, items: { type: 'string' }, description: 'Omit to mean every source' },
+      },
+      required: ['regulationType', 'subjectType', 'subjectIds'],
+    },
+    'x-responses': { 201: ok('The request', { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' } } }) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  list: {
+    summary: 'List deletion and suppression requests',
+    tags: ['regulations'],
+    querystring: { type: 'object', properties: { status: { type: 'string' }, limit: { type: 'string' } } },
+    'x-responses': { 200: ok('Requests', { type: 'object', properties: { regulations: { type: 'array', items: regulation } } }) },
+    'x-errors': ['invalid_request'],
+  },
+  get: {
+    summary: 'One request with its status per source',
+    tags: ['regulations'],
+    params: idParams,
+    'x-responses': { 200: ok('The request', regulation) },
+    'x-errors': ['not_found'],
+  },
+});
+
+export const DEBUGGER_SCHEMAS = documented({
+  list: {
+    summary: "The source's recent messages, newest first",
+    tags: ['debugger'],
+    params: idParams,
+    querystring: { type: 'object', properties: { limit: { type: 'string' } } },
+    'x-responses': { 200: ok('Messages', { type: 'object', properties: { messages: { type: 'array', items: debuggerEntry } } }) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  stream: {
+    summary: "The source's messages, live, as Server-Sent Events",
+    tags: ['debugger'],
+    params: idParams,
+    'x-responses': { 200: ok('text/event-stream: one "message" event per stored message, its data shaped as a debugger entry') },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+});
+
+export const REPLAY_SCHEMAS = documented({
+  create: {
+    summary: 'Re-deliver the stored messages of a time range',
+    tags: ['replays'],
+    params: idParams,
+    body: {
+      type: 'object',
+      properties: {
+        from: timeInput,
+        to: timeInput,
+        receivers: stringList('Receiver URLs of the destination; absent: all'),
+        types: stringList('Message types; absent: all'),
+        events: stringList('Only tracks with these event names'),
+      },
+      required: ['from', 'to'],
+    },
+    'x-responses': { 201: ok('The replay, running', replay) },
+    'x-errors': ['invalid_request', 'unknown_receiver', 'not_found'],
+  },
+  list: {
+    summary: "The source's replays, newest first",
+    tags: ['replays'],
+    params: idParams,
+    querystring: { type: 'object', properties: { limit: { type: 'string' } } },
+    'x-responses': { 200: ok('Replays', { type: 'object', properties: { replays: { type: 'array', items: replay } } }) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  get: { summary: 'One replay with its counts', tags: ['replays'], params: idParams, 'x-responses': { 200: ok('The replay', replay) }, 'x-errors': ['not_found'] },
+  cancel: {
+    summary: 'Stop a replay: nothing more is sent',
+    tags: ['replays'],
+    params: idParams,
+    'x-responses': { 200: ok('The replay, cancelled', replay) },
+    'x-errors': ['not_found'],
+  },
+});

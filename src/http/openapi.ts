@@ -1,0 +1,146 @@
+import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
+import type { ErrorCode } from '../errors.js';
+import { ERROR_CODES } from '../errors.js';
+
+/**
+ * The OpenAPI 3.1 document of the Tracking API and the admin API, built from
+ * the routes as Fastify registers them: every route is in it by
+ * construction, and each route's own `schema` (the one Fastify validates its
+ * body with) describes it. Beside the schema keys Fastify uses, a route's
+ * schema may carry:
+ * - `summary`, `description`, `tags`: as in OpenAPI;
+ * - `x-body`: the request body's JSON Schema when Fastify does not validate
+ *   it (the Tracking API reads every content type with its own parser);
+ * - `x-responses`: `{status: {description, schema?}}`;
+ * - `x-errors`: the error codes the route answers with; their statuses come
+ *   from the error table, so a documented code always exists.
+ */
+export interface RouteDocumentation {
+  readonly summary?: string;
+  readonly description?: string;
+  readonly tags?: readonly string[];
+  readonly body?: JsonSchema;
+  readonly params?: JsonSchema;
+  readonly querystring?: JsonSchema;
+  readonly 'x-body'?: JsonSchema;
+  readonly 'x-responses'?: Readonly<Record<string, { readonly description: string; readonly schema?: JsonSchema }>>;
+  readonly 'x-errors'?: readonly ErrorCode[];
+  /** The error code of a validation failure under a top-level body field; `invalid_request` elsewhere. */
+  readonly 'x-validation-codes'?: Readonly<Record<string, ErrorCode>>;
+}
+
+export type JsonSchema = Readonly<Record<string, unknown>>;
+
+/** A route's schema as Fastify takes it, with its documentation. */
+export type DocumentedSchema = FastifySchema & RouteDocumentation;
+
+/** Types a group of route documentations as the schemas Fastify takes. */
+export function documented<K extends string>(schemas: Record<K, RouteDocumentation>): Record<K, DocumentedSchema> {
+  return schemas as Record<K, DocumentedSchema>;
+}
+
+interface CollectedRoute {
+  readonly method: string;
+  readonly url: string;
+  readonly schema: RouteDocumentation | undefined;
+}
+
+/** Records every route registered after {@link attach}, for the document. */
+export class RouteCatalog {
+  private readonly routes: CollectedRoute[] = [];
+
+  /** Call on the root instance before registering routes: onRoute hooks reach child plugins too. */
+  attach(app: FastifyInstance): void {
+    app.addHook('onRoute', (route: RouteOptions) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      for (const method of methods) {
+        // HEAD routes are Fastify's automatic twins of GET; wildcards are CORS preflights.
+        if (method === 'HEAD' || route.url.includes('*')) continue;
+        this.routes.push({ method: method.toLowerCase(), url: route.url, schema: route.schema as RouteDocumentation | undefined });
+      }
+    });
+  }
+
+  /** The OpenAPI document of the routes registered so far. */
+  document(version: string): Record<string, unknown> {
+    const paths: Record<string, Record<string, unknown>> = {};
+    for (const route of [...this.routes].sort((a, b) => (a.url === b.url ? a.method.localeCompare(b.method) : a.url.localeCompare(b.url)))) {
+      const { path, parameters } = openApiPath(route.url);
+      (paths[path] ??= {})[route.method] = operation(route, parameters);
+    }
+    return {
+      openapi: '3.1.0',
+      info: {
+        title: 'Switchyard',
+        version,
+        description: 'Self-hosted, Segment-compatible event collector: the Tracking API (/v1) and the admin API (/admin/v1).',
+      },
+      components: {
+        securitySchemes: {
+          writeKey: { type: 'http', scheme: 'basic', description: 'The write key as the user name, no password; or "writeKey" in the body.' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'The admin token.' },
+        },
+        schemas: {
+          TrackingError: {
+            type: 'object',
+            required: ['success', 'code', 'message'],
+            properties: { success: { const: false }, code: { type: 'string' }, message: { type: 'string' } },
+          },
+          AdminError: {
+            type: 'object',
+            required: ['error'],
+            properties: { error: { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } } },
+          },
+        },
+      },
+      paths,
+    };
+  }
+}
+
+/** `/sources/:id` → `/sources/{id}` and its path parameters. */
+function openApiPath(url: string): { path: string; parameters: string[] } {
+  const parameters: string[] = [];
+  const path = url.replace(/:([A-Za-z0-9_]+)/g, (_match, name: string) => {
+    parameters.push(name);
+    return `{${name}}`;
+  });
+  return { path, parameters };
+}
+
+function operation(route: CollectedRoute, pathParameters: readonly string[]): Record<string, unknown> {
+  const schema = route.schema ?? {};
+  const admin = route.url.startsWith('/admin/v1/') && route.url !== '/admin/v1/openapi.json';
+  const tracking = route.url.startsWith('/v1/');
+  const parameters: unknown[] = pathParameters.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
+  const query = schema.querystring as { properties?: Record<string, JsonSchema>; required?: string[] } | undefined;
+  for (const [name, property] of Object.entries(query?.properties ?? {})) {
+    parameters.push({ name, in: 'query', required: query?.required?.includes(name) ?? false, schema: property });
+  }
+  const body = schema.body ?? schema['x-body'];
+  const responses: Record<string, unknown> = {};
+  for (const [status, response] of Object.entries(schema['x-responses'] ?? { 200: { description: 'OK' } })) {
+    responses[status] = response.schema === undefined ? { description: response.description } : { description: response.description, content: { 'application/json': { schema: response.schema } } };
+  }
+  const errors = [...(schema['x-errors'] ?? []), ...(admin ? (['unauthorized'] as const) : [])];
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of errors) byStatus.set(ERROR_CODES[code], [...(byStatus.get(ERROR_CODES[code]) ?? []), code]);
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    responses[String(status)] = {
+      description: `Error codes: ${codes.join(', ')} (see docs/errors.md)`,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${tracking ? 'TrackingError' : 'AdminError'}` } } },
+      'x-error-codes': codes,
+    };
+  }
+  return {
+    operationId: `${route.method}${route.url.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+    ...(schema.summary !== undefined && { summary: schema.summary }),
+    ...(schema.description !== undefined && { description: schema.description }),
+    ...(schema.tags !== undefined && { tags: schema.tags }),
+    ...(admin && { security: [{ adminToken: [] }] }),
+    ...(tracking && route.method === 'post' && route.url !== '/v1/m' && { security: [{ writeKey: [] }, {}] }),
+    ...(parameters.length > 0 && { parameters }),
+    ...(body !== undefined && { requestBody: { required: true, content: { 'application/json': { schema: body } } } }),
+    responses,
+  };
+}

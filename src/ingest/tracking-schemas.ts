@@ -1,0 +1,83 @@
+import type { DocumentedSchema } from '../http/openapi.js';
+import type { ErrorCode } from '../errors.js';
+
+/**
+ * How the Tracking API's routes are documented. Their bodies are read by the
+ * API's own parser (any content type, gzip, size limits while streaming) and
+ * checked by the normalizer, so these schemas describe, and Fastify does not
+ * validate (`x-body`): a message that breaks a rule is still answered 200
+ * and shown in the debugger, as Segment's API does.
+ */
+const ERRORS: readonly ErrorCode[] = [
+  'invalid_json',
+  'body_not_object',
+  'body_too_large',
+  'invalid_encoding',
+  'unsupported_encoding',
+  'invalid_write_key',
+  'storage_unavailable',
+  'overloaded',
+];
+
+const success = { 200: { description: 'Stored: {"success":true}', schema: { type: 'object', properties: { success: { const: true } } } } };
+
+const common = {
+  type: 'object',
+  properties: {
+    userId: { type: 'string' },
+    anonymousId: { type: 'string' },
+    messageId: { type: 'string' },
+    timestamp: { type: 'string', format: 'date-time' },
+    sentAt: { type: 'string', format: 'date-time' },
+    context: { type: 'object' },
+    integrations: { type: 'object' },
+    writeKey: { type: 'string', description: 'The write key, when not sent as Basic auth' },
+  },
+} as const;
+
+const fields: Record<string, Record<string, unknown>> = {
+  identify: { traits: { type: 'object' } },
+  track: { event: { type: 'string' }, properties: { type: 'object' } },
+  page: { name: { type: 'string' }, category: { type: 'string' }, properties: { type: 'object' } },
+  screen: { name: { type: 'string' }, properties: { type: 'object' } },
+  group: { groupId: { type: 'string' }, traits: { type: 'object' } },
+  alias: { previousId: { type: 'string' } },
+};
+
+/** A single call of `type`, at its long or short path. */
+export function callSchema(type: string, path: string): DocumentedSchema {
+  return {
+    summary: `${type[0]!.toUpperCase()}${type.slice(1)} call${path === type ? '' : ` (short path of /v1/${type})`}`,
+    tags: ['tracking'],
+    'x-body': { ...common, properties: { ...common.properties, ...fields[type] } },
+    'x-responses': success,
+    'x-errors': ERRORS,
+  };
+}
+
+export function batchSchema(path: string): DocumentedSchema {
+  return {
+    summary: path === 'batch' ? 'Batch of calls' : `Batch of calls (same as /v1/batch)`,
+    tags: ['tracking'],
+    'x-body': {
+      type: 'object',
+      properties: {
+        batch: { type: 'array', items: { type: 'object', properties: { type: { enum: Object.keys(fields) } } }, maxItems: 2_500 },
+        context: { type: 'object' },
+        integrations: { type: 'object' },
+        sentAt: { type: 'string', format: 'date-time' },
+        writeKey: { type: 'string' },
+      },
+      required: ['batch'],
+    },
+    'x-responses': success,
+    'x-errors': [...ERRORS, 'batch_element_too_large', 'too_many_batch_elements', 'invalid_batch'],
+  };
+}
+
+export const METRICS_SCHEMA: DocumentedSchema = {
+  summary: "analytics.js's client metrics: read (up to 32 KB) and discarded; no write key needed",
+  tags: ['tracking'],
+  'x-responses': success,
+  'x-errors': ['body_too_large'],
+};
