@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
 import { loadConfig } from '../config.js';
@@ -15,6 +16,12 @@ export interface CliKit {
 export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
                                  set the source's Webhooks destination (1-5 receivers; headers go to every receiver)
   webhooks get SOURCE_ID         show it (secret masked)
+  webhooks filters SOURCE_ID FILE
+                                 set the destination's filters to the JSON list in FILE (- for stdin; [] removes them)
+  webhooks standard-secret SOURCE_ID
+                                 show the Standard Webhooks secret
+  webhooks rotate-secret SOURCE_ID [--overlap-seconds N]
+                                 a new Standard Webhooks secret; the old one signs too for N s (default 86400)
   deliveries list [--source ID] [--status pending|succeeded|failed] [--limit N]
                                  deliveries, newest first
   deliveries get ID              one delivery with every attempt
@@ -24,7 +31,7 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 �
 `;
 
 /** Flags of these commands rather than of the store's config (`--url` and `--header` may repeat). */
-const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled'];
+const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds'];
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
 
 /**
@@ -62,6 +69,22 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
       }
       case 'get':
         return kit.withStore(flags, (store) => admin(store).get(need(id, 'SOURCE_ID')));
+      case 'filters': {
+        const sourceId = need(id, 'SOURCE_ID');
+        const filters = await readJson(need(words[3], 'FILE'), kit);
+        return kit.withStore(flags, async (store) => {
+          // The settings as they are (secrets masked, which keeps them), with the new filters.
+          const current = await admin(store).get(sourceId);
+          return admin(store).put(sourceId, { enabled: current.enabled, settings: current.settings, filters });
+        });
+      }
+      case 'standard-secret':
+        return kit.withStore(flags, (store) => admin(store).standardSecret(need(id, 'SOURCE_ID')));
+      case 'rotate-secret': {
+        const overlap = ownString('overlap-seconds');
+        const body = overlap === undefined ? {} : { overlapSeconds: Number(overlap) };
+        return kit.withStore(flags, (store) => admin(store).rotateStandardSecret(need(id, 'SOURCE_ID'), body));
+      }
       default:
         throw kit.usageError(`unknown webhooks command ${JSON.stringify(action ?? '')}`);
     }
@@ -117,6 +140,23 @@ function splitArgs(argv: readonly string[], kit: CliKit): SplitArgs {
     delete flags[name];
   }
   return { words, flags, own, repeated };
+}
+
+/** Reads a JSON file, or standard input for "-". */
+async function readJson(file: string, kit: CliKit): Promise<unknown> {
+  let text: string;
+  if (file === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    text = Buffer.concat(chunks).toString('utf8');
+  } else {
+    text = await readFile(file, 'utf8');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw kit.usageError(`${file === '-' ? 'standard input' : file} is not JSON: ${(error as Error).message}`);
+  }
 }
 
 function splitHeader(text: string, kit: CliKit): [string, string] {
