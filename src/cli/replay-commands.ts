@@ -10,7 +10,7 @@ export const REPLAY_USAGE = `  replays create SOURCE_ID --from ISO-TIME --to ISO
   replays cancel ID              stop a replay: nothing more is sent
 `;
 
-const REPEATED = ['type', 'event', 'receiver'] as const;
+type Repeated = 'type' | 'event' | 'receiver';
 const OWN_FLAGS = ['from', 'to', 'limit'];
 
 /**
@@ -19,7 +19,7 @@ const OWN_FLAGS = ['from', 'to', 'limit'];
  * within a couple of seconds and sends it.
  */
 export async function replayCommand(argv: readonly string[], kit: CliKit): Promise<void> {
-  const repeated: Record<(typeof REPEATED)[number], string[]> = { type: [], event: [], receiver: [] };
+  const repeated: Record<Repeated, string[]> = { type: [], event: [], receiver: [] };
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const match = /^--(type|event|receiver)(?:=([\s\S]*))?$/.exec(argv[i]!);
@@ -29,7 +29,7 @@ export async function replayCommand(argv: readonly string[], kit: CliKit): Promi
     }
     const value = match[2] ?? argv[++i];
     if (value === undefined) throw kit.usageError(`--${match[1]} needs a value`);
-    repeated[match[1] as (typeof REPEATED)[number]].push(value);
+    repeated[match[1] as Repeated].push(value);
   }
   const { words, flags } = parseArgs(rest, new Set());
   const own: Record<string, string | undefined> = {};

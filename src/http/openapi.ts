@@ -36,7 +36,7 @@ export type DocumentedSchema = FastifySchema & RouteDocumentation;
 
 /** Types a group of route documentations as the schemas Fastify takes. */
 export function documented<K extends string>(schemas: Record<K, RouteDocumentation>): Record<K, DocumentedSchema> {
-  return schemas as Record<K, DocumentedSchema>;
+  return schemas;
 }
 
 interface CollectedRoute {
