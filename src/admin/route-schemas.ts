@@ -189,6 +189,13 @@ export const WEBHOOK_SCHEMAS = documented({
     'x-responses': { 200: ok('The destination', webhooks) },
     'x-errors': ['not_found'],
   },
+  delete: {
+    summary: "Remove the source's Webhooks destination (its pending deliveries fail, saying why)",
+    tags: ['webhooks'],
+    params: idParams,
+    'x-responses': { 204: ok('Removed') },
+    'x-errors': ['not_found'],
+  },
   standardSecret: {
     summary: 'Read the Standard Webhooks secret',
     tags: ['webhooks'],

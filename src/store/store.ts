@@ -63,6 +63,8 @@ export interface Store {
   /** Deletes the source with its destinations, messages and deliveries; resolves false when absent. */
   deleteSource(id: string): Promise<boolean>;
   putDestination(destination: DestinationRecord): Promise<void>;
+  /** Removes a destination (its pending deliveries then fail as "no destination any more"); resolves false when absent. */
+  deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean>;
   getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined>;
   listDestinations(): Promise<DestinationRecord[]>;
 

@@ -203,6 +203,10 @@ export class PostgresStore implements Store {
     await this.configChange((client) => sources.putDestination(client, destination));
   }
 
+  async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
+    return this.configChange((client) => sources.deleteDestination(client, sourceId, kind));
+  }
+
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
     return sources.getDestination(this.pool, sourceId, kind);
   }

@@ -209,6 +209,10 @@ export class SqliteStore implements Store {
     );
   }
 
+  async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
+    return this.configChange(() => this.db.prepare('DELETE FROM destinations WHERE source_id = ? AND kind = ?').run(sourceId, kind).changes > 0);
+  }
+
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
     const row = this.db.prepare('SELECT * FROM destinations WHERE source_id = ? AND kind = ?').get(sourceId, kind) as
       | DestinationRow
