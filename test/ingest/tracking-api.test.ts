@@ -163,6 +163,19 @@ describe('Tracking API', () => {
     assert.equal((await stored(source.id, 1000)).length, before);
   });
 
+  it('bounds /v1/m, which needs no write key, at 32 KB after decompression', async () => {
+    const big = JSON.stringify({ series: [{ metric: 'x'.repeat(40 * 1024) }] });
+    for (const [what, init] of [
+      ['plain', { body: big }],
+      ['gzip', { body: gzipSync(big), headers: { 'content-encoding': 'gzip' } }],
+    ] as const) {
+      const response = await raw('/v1/m', init);
+      assert.equal(response.status, 400, what);
+      assert.equal(((await response.json()) as { code: string }).code, 'body_too_large', what);
+    }
+    assert.equal((await raw('/v1/m', { body: JSON.stringify({ series: [{ metric: 'x'.repeat(30 * 1024) }] }) })).status, 200);
+  });
+
   it('stores a repeated messageId as a duplicate without routing it again', async () => {
     const own = await sy.createSource('dedupe');
     await sy.store.putDestination({ sourceId: own.id, kind: 'webhooks', enabled: false, settings: {}, updatedAt: Date.now() });
