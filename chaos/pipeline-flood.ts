@@ -46,7 +46,9 @@ export const pipelineFlood: Scenario = {
         }
       },
     });
-    defer(() => attackers.stop(2000));
+    defer(async () => {
+      await attackers.stop(2000);
+    });
     normal.start();
     health.start();
     admin.start();
