@@ -1,6 +1,8 @@
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
+export type CutReason = 'pipeline_too_deep' | 'stalled';
+
 export interface ConnectionLimits {
   /** Requests of one connection being handled at once; the next ones wait, in order, and the connection is not read meanwhile. */
   readonly maxInFlight: number;
@@ -33,11 +35,12 @@ export interface ConnectionLimits {
 export class ConnectionGuard {
   private readonly connections = new Map<Socket, ConnectionState>();
   private readonly timer: NodeJS.Timeout;
-  /** Connections cut, by reason (a metric's source). */
-  readonly cuts = { pipelineTooDeep: 0, stalled: 0 };
+  /** Connections cut, by reason. */
+  readonly cuts: Record<CutReason, number> = { pipeline_too_deep: 0, stalled: 0 };
 
   constructor(
     private readonly limits: ConnectionLimits,
+    private readonly onCut: (reason: CutReason) => void = () => undefined,
     private readonly now: () => number = Date.now,
   ) {
     this.timer = setInterval(() => this.cutStalled(), limits.checkEveryMs);
@@ -85,8 +88,7 @@ export class ConnectionGuard {
         return;
       }
       if (state.waiting.length >= this.limits.maxWaiting) {
-        this.cuts.pipelineTooDeep++;
-        this.cut(socket, state);
+        this.cut(socket, state, 'pipeline_too_deep');
         return;
       }
       state.waiting.push({ handle, request, response });
@@ -102,7 +104,9 @@ export class ConnectionGuard {
     clearInterval(this.timer);
   }
 
-  private cut(socket: Socket, state: ConnectionState): void {
+  private cut(socket: Socket, state: ConnectionState, reason: CutReason): void {
+    this.cuts[reason]++;
+    this.onCut(reason);
     state.cut = true;
     state.waiting.length = 0;
     socket.destroy();
@@ -147,8 +151,7 @@ export class ConnectionGuard {
         state.taken = taken;
         state.takenAt = at;
       } else if (at - state.takenAt >= this.limits.stallMs) {
-        this.cuts.stalled++;
-        this.cut(socket, state);
+        this.cut(socket, state, 'stalled');
       }
     }
   }

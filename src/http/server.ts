@@ -27,11 +27,11 @@ const REQUEST_TIMEOUT_MS = 30_000;
 const TIMEOUT_CHECK_MS = 2_000;
 
 /**
- * Per-connection share of the server (see ConnectionGuard): 16 requests of a
- * connection handled at once is far more than any client that reads its
- * answers needs (they send one at a time); 256 waiting behind them is one
- * 64 KB read of small pipelined requests; 10 s without the client taking a
- * byte of its waiting answers is far longer than any network hiccup.
+ * Per-connection share of the server (see ConnectionGuard). Clients that read
+ * their answers send one request at a time; 8 handled at once and 64 waiting
+ * is room for any honest pipeline, while a flood is cut within its first
+ * 64 KB read. 10 s without the client taking a byte of answers waiting for it
+ * is far longer than any network hiccup.
  */
 const CONNECTION_LIMITS = { maxInFlight: 8, maxWaiting: 64, stallMs: 10_000, checkEveryMs: 1_000 };
 
@@ -62,7 +62,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     // no defaults filled in, nothing removed (the services see what was sent).
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
     serverFactory: (handler) => {
-      const guard = new ConnectionGuard(CONNECTION_LIMITS);
+      const guard = new ConnectionGuard(CONNECTION_LIMITS, (reason) => options.metrics.connectionsCut.inc({ reason }));
       const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(handler));
       guard.attach(server);
       return server;
