@@ -54,6 +54,12 @@ describe('ConnectionGuard', () => {
         return bodies.length === 20 ? bodies : undefined;
       });
       assert.deepEqual(answers, Array.from({ length: 20 }, (_, i) => `/?n=${i}`));
+      // Reading resumes once the waiting requests are handled: the next full pipelines are served too.
+      for (const round of [2, 3]) {
+        socket.write(pipelined(LIMITS.maxInFlight + LIMITS.maxWaiting));
+        await eventually(() => (text.split('\r\n\r\n').length - 1 === 20 * round ? true : undefined), 10_000, `round ${round}`);
+      }
+      assert.equal(server.guard.cuts.pipeline_too_deep, 0);
       socket.destroy();
     } finally {
       await server.close();
