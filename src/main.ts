@@ -27,6 +27,9 @@ import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { newMessageId } from './util/ids.js';
 
+/** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
+export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
+
 /**
  * The only place that picks a store adapter. Resolves a migrated store.
  * `logger` hears the PostgreSQL connection errors nobody awaits (a pooled

@@ -1,9 +1,8 @@
 import { SourceAdmin } from '../admin/source-admin.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { ApiError } from '../errors.js';
-import { openStore, startSwitchyard } from '../main.js';
+import { DataDirInUseError, openStore, startSwitchyard } from '../main.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
-import { DataDirInUseError } from '../store/sqlite/data-dir-lock.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { parseArgs } from './args.js';
