@@ -22,9 +22,13 @@ import { SuppressionList } from './regulations/suppression-list.js';
 import { ReplayRunner } from './replays/replay-runner.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { PostgresStore } from './store/postgres/postgres-store.js';
+import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { newMessageId } from './util/ids.js';
+
+/** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
+export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
 
 /**
  * The only place that picks a store adapter. Resolves a migrated store.
@@ -88,8 +92,30 @@ const MAX_COMMIT_BACKLOG_BYTES = 16 * 1024 * 1024;
  */
 const MAX_COMMIT_BACKLOG_REQUESTS = 2 * MAX_ENTRIES_PER_COMMIT;
 
-/** Starts `serve`: the HTTP server and the background loops over one store. */
+/**
+ * Starts `serve`: the HTTP server and the background loops over one store.
+ * On the SQLite store it first takes the data folder for this process
+ * (throws `DataDirInUseError` when another `serve` holds it), before anything
+ * reads or writes the store, and lets it go when closed.
+ */
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {
+  const lock: DataDirLock | undefined =
+    config.databaseUrl === undefined && config.dataDir !== ':memory:' ? lockDataDir(config.dataDir) : undefined;
+  let running: RunningSwitchyard;
+  try {
+    running = await startServing(config, logger);
+  } catch (error) {
+    lock?.release();
+    throw error;
+  }
+  return {
+    port: running.port,
+    store: running.store,
+    close: () => running.close().finally(() => lock?.release()),
+  };
+}
+
+async function startServing(config: Config, logger: Logger): Promise<RunningSwitchyard> {
   const store = await openStore(config, logger);
   const now = Date.now;
   const preparing = Date.now();

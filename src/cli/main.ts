@@ -1,7 +1,7 @@
 import { SourceAdmin } from '../admin/source-admin.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { ApiError } from '../errors.js';
-import { openStore, startSwitchyard } from '../main.js';
+import { DataDirInUseError, openStore, startSwitchyard } from '../main.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -123,7 +123,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
     process.stderr.write(`switchyard: ${error.message}\n\n${USAGE}`);
     process.exitCode = 2;
-  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError) {
+  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
   } else {

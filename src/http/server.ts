@@ -5,6 +5,7 @@ import { type AdminRoutesOptions, adminRoutes } from '../admin/admin-routes.js';
 import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-routes.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
+import { ConnectionGuard } from './connection-guard.js';
 import type { Metrics } from './metrics.js';
 import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
 
@@ -24,6 +25,15 @@ const REQUEST_TIMEOUT_MS = 30_000;
  * 30 s, a body trickled one chunk a second was cut only after 89 s.
  */
 const TIMEOUT_CHECK_MS = 2_000;
+
+/**
+ * Per-connection share of the server (see ConnectionGuard). Clients that read
+ * their answers send one request at a time; 8 handled at once and 64 waiting
+ * is room for any honest pipeline, while a flood is cut within its first
+ * 64 KB read. 10 s without the client taking a byte of answers waiting for it
+ * is far longer than any network hiccup.
+ */
+const CONNECTION_LIMITS = { maxInFlight: 8, maxWaiting: 64, stallMs: 10_000, checkEveryMs: 1_000 };
 
 const OPENAPI_SCHEMA: DocumentedSchema = { summary: 'This OpenAPI 3.1 document (no token needed)', tags: ['meta'] };
 
@@ -51,8 +61,12 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     // Route schemas validate what the body holds, as JSON: no type coercion,
     // no defaults filled in, nothing removed (the services see what was sent).
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
-    serverFactory: (handler) =>
-      createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, handler),
+    serverFactory: (handler) => {
+      const guard = new ConnectionGuard(CONNECTION_LIMITS, (reason) => options.metrics.connectionsCut.inc({ reason }));
+      const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(handler));
+      guard.attach(server);
+      return server;
+    },
   });
 
   const catalog = new RouteCatalog();

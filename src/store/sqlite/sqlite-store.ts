@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
@@ -37,6 +36,7 @@ import type {
 import { DeliveryQueries } from './delivery-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { migrate } from './migrations.js';
+import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
 
@@ -85,8 +85,9 @@ export class SqliteStore implements Store {
   static open(options: SqliteStoreOptions): SqliteStore {
     let file = ':memory:';
     if (options.dataDir !== ':memory:') {
-      mkdirSync(options.dataDir, { recursive: true });
+      makePrivateDir(options.dataDir);
       file = path.join(options.dataDir, 'switchyard.sqlite');
+      makePrivateFile(file);
     }
     const db = new BetterSqlite3(file);
     db.pragma('journal_mode = WAL');
