@@ -128,6 +128,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
     store,
     metrics,
     tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
+    browser: { directory, publicUrl: config.publicUrl },
     admin: {
       auth,
       sources,
