@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   // Browser libraries' settings, bundle and source config
   unknown_write_key: 404,
   invalid_host: 400,
+  file_not_found: 404,
   // Admin API: {"error":{"code":…,"message":…}}
   unauthorized: 401,
   invalid_request: 400,

@@ -114,7 +114,7 @@ class AnalyticsJsFiles {
   }
 
   get(name: string): StaticFile {
-    if (this.folder === undefined) throw new ApiError('route_not_found', 'analytics.js is not installed on this server');
+    if (this.folder === undefined) throw new ApiError('file_not_found', 'analytics.js is not installed on this server');
     let file = this.cache.get(name);
     if (file === undefined) {
       const body = readFileSync(path.join(this.folder, name));
@@ -126,7 +126,7 @@ class AnalyticsJsFiles {
   }
 
   chunk(name: string): StaticFile {
-    if (!this.chunkNames.has(name)) throw new ApiError('route_not_found', `no analytics.js chunk ${JSON.stringify(name.slice(0, 100))}`);
+    if (!this.chunkNames.has(name)) throw new ApiError('file_not_found', `no analytics.js chunk ${JSON.stringify(name.slice(0, 100))}`);
     return this.get(name);
   }
 }

@@ -105,14 +105,14 @@ export const BROWSER_SCHEMAS = {
     tags: ['browser'],
     params: writeKeyParam,
     'x-responses': { 200: { description: 'JavaScript' }, 304: { description: 'Not modified (If-None-Match)' } },
-    'x-errors': ['unknown_write_key', 'route_not_found'],
+    'x-errors': ['unknown_write_key', 'file_not_found'],
   },
   chunk: {
     summary: "A lazily loaded part of analytics.js, at the path it derives from its own script's URL",
     tags: ['browser'],
     params: { type: 'object', properties: { file: { type: 'string' } }, required: ['file'] },
     'x-responses': { 200: { description: 'JavaScript (immutable)' }, 304: { description: 'Not modified (If-None-Match)' } },
-    'x-errors': ['route_not_found'],
+    'x-errors': ['file_not_found'],
   },
   sourceConfig: {
     summary: "RudderStack JS SDK's source config (its configUrl): no device-mode destinations, no reporting",

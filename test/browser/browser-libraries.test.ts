@@ -121,7 +121,7 @@ describe('browser libraries in Chromium, from another origin', { skip: missing }
     try {
       const tab = await context.newPage();
       const query = new URLSearchParams({ writeKey: source.writeKey, switchyard: switchyardUrl, who });
-      await tab.goto(`${site.url}${pagePath}${pagePath.includes('?') ? '&' : '?'}${query}`);
+      await tab.goto(`${site.url}${pagePath}${pagePath.includes('?') ? '&' : '?'}${query.toString()}`);
       let received;
       try {
         received = await receiver.waitFor(TYPES.length, 20_000);

@@ -132,7 +132,7 @@ describe('browser routes', () => {
       for (const name of ['standalone.js.map', 'index.js', '..%2Fpackage.json', `${chunk}.map`]) {
         const refused = await fetch(`${sy.url}/analytics-next/bundles/${name}`);
         assert.equal(refused.status, 404, name);
-        assert.equal((await json(refused)).code, 'route_not_found', name);
+        assert.equal((await json(refused)).code, 'file_not_found', name);
       }
     });
   });
