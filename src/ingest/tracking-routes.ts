@@ -104,7 +104,8 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
       (writeKeyInQuery ? writeKeyFromQuery(request.query) : undefined) ?? writeKeyFromAuthorization(request.headers.authorization) ?? writeKeyFromBody(body);
     const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
     if (source === undefined) {
-      throw new ApiError('invalid_write_key', writeKey === undefined ? 'no write key: send it as Basic auth or as "writeKey" in the body' : 'unknown write key');
+      const where = writeKeyInQuery ? 'in the query (?writeKey=…)' : 'as Basic auth or as "writeKey" in the body';
+      throw new ApiError('invalid_write_key', writeKey === undefined ? `no write key: send it ${where}` : 'unknown write key');
     }
     applyHeaderDefaults(body, type === 'batch' ? 'batch' : 'call', {
       anonymousId: anonymousIdFromHeader(singleHeader(request.headers['anonymousid'])),

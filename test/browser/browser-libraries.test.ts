@@ -124,7 +124,7 @@ describe('browser libraries in Chromium, from another origin', { skip: missing }
       await tab.goto(`${site.url}${pagePath}${pagePath.includes('?') ? '&' : '?'}${query.toString()}`);
       let received;
       try {
-        received = await receiver.waitFor(TYPES.length, 20_000);
+        received = await receiver.waitFor(TYPES.length, 30_000);
       } catch (error) {
         throw new Error(`${String(error)}\nproblems: ${problems.join('\n')}\nrequests: ${requested.join('\n')}`);
       }
