@@ -15,6 +15,10 @@ export const ERROR_CODES = {
   invalid_write_key: 401,
   storage_unavailable: 503,
   overloaded: 503,
+  // Browser libraries' settings, bundle and source config
+  unknown_write_key: 404,
+  invalid_host: 400,
+  file_not_found: 404,
   // Admin API: {"error":{"code":…,"message":…}}
   unauthorized: 401,
   invalid_request: 400,

@@ -154,6 +154,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     store,
     metrics,
     tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
+    browser: { directory, publicUrl: config.publicUrl },
     admin: {
       auth,
       sources,

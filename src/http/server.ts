@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { type AdminRoutesOptions, adminRoutes } from '../admin/admin-routes.js';
+import { type BrowserRoutesOptions, browserRoutes } from '../ingest/browser-routes.js';
 import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-routes.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -15,6 +16,7 @@ export interface ServerOptions {
   readonly store: Store;
   readonly metrics: Metrics;
   readonly tracking: TrackingRoutesOptions;
+  readonly browser: BrowserRoutesOptions;
   readonly admin: AdminRoutesOptions;
 }
 
@@ -47,7 +49,7 @@ const HEALTH_SCHEMAS = documented({
   metrics: { summary: 'Prometheus metrics (text format)', tags: ['health'] },
 });
 
-/** The one HTTP server: Tracking API, admin API, health and metrics. */
+/** The one HTTP server: Tracking API, browser libraries' files, admin API, health and metrics. */
 export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
   const loggerInstance: FastifyBaseLogger = options.logger;
@@ -94,6 +96,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
 
   void app.register(trackingRoutes, options.tracking);
+  void app.register(browserRoutes, options.browser);
   void app.register(adminRoutes, { ...options.admin, prefix: '/admin/v1' });
   return app;
 }

@@ -151,7 +151,7 @@ describe('Tracking API', () => {
     });
     assert.equal(response.status, 204);
     assert.equal(response.headers.get('access-control-allow-origin'), 'https://shop.example');
-    assert.match(response.headers.get('access-control-allow-headers') ?? '', /Authorization, Content-Type, X-Retry-Count/);
+    assert.equal(response.headers.get('access-control-allow-headers'), 'authorization, content-type', 'the headers asked for, from the allow-list');
     const post = await raw('/v1/t', { headers: { origin: 'https://shop.example' }, body: JSON.stringify({ writeKey: source.writeKey, userId: 'u', event: 'E' }) });
     assert.equal(post.headers.get('access-control-allow-origin'), 'https://shop.example');
   });
