@@ -1,3 +1,5 @@
+import { mergeAccumulator } from './accumulators.js';
+
 /**
  * A profile's Engage state: its identify traits and, per computation, the
  * accumulators its definition needs. Plain JSON (the runtime stores it as
@@ -51,8 +53,8 @@ export type FoldName = 'n' | 's' | 'lo' | 'hi' | 'f' | 'l' | 'mf' | 'u';
 export interface ComputationState {
   /** Hash of the definition the accumulators were built for; another definition ignores them. */
   h: string;
-  /** One accumulator per event condition (a computed trait has one; an audience one per performed/notPerformed). */
-  a: Accumulator[];
+  /** One accumulator per event condition (a computed trait has one; an audience one per performed/notPerformed), null until its first event. */
+  a: Array<Accumulator | null>;
 }
 
 export interface ProfileState {
@@ -75,8 +77,58 @@ export function profileTraits(state: ProfileState): Record<string, unknown> {
   return { ...state.traits };
 }
 
-/** Merges two profiles' states (identity merge): traits newest-wins, accumulators combined. */
+/**
+ * Merges identify traits into the state, key by key: a key takes the value of
+ * the message with the newest timestamp (equal timestamps: the larger JSON
+ * text, so that arrival order never matters). Mutates.
+ */
+export function applyTraits(state: ProfileState, traits: Record<string, unknown>, timestamp: number): void {
+  for (const key of Object.keys(traits)) {
+    const value = traits[key];
+    if (value === undefined) continue;
+    setTrait(state, key, value, timestamp, undefined);
+  }
+}
+
+function setTrait(state: ProfileState, key: string, value: unknown, timestamp: number, json: string | undefined): void {
+  // Assigning `__proto__` would change the object's prototype instead of adding a key.
+  if (key === '__proto__') return;
+  const known = Object.hasOwn(state.traitTimes, key);
+  if (!known && Object.keys(state.traitTimes).length >= STATE_LIMITS.traitKeys) return;
+  const text = json ?? JSON.stringify(value);
+  if (text.length > STATE_LIMITS.traitValueLength) return;
+  if (known) {
+    const previous = state.traitTimes[key]!;
+    if (previous > timestamp) return;
+    if (previous === timestamp && JSON.stringify(state.traits[key]) >= text) return;
+  }
+  state.traits[key] = value;
+  state.traitTimes[key] = timestamp;
+}
+
+/**
+ * Merges two profiles' states (identity merge): traits newest-wins, accumulators
+ * combined (counts, sums, buckets add up; first/last/min/max compare; unique
+ * lists and most_frequent candidates keep their bounds). An accumulator built
+ * for another version of a definition than its counterpart (different hash)
+ * is dropped in favour of `a`'s. Neither argument is changed.
+ */
 export function mergeProfileStates(a: ProfileState, b: ProfileState): ProfileState {
-  void b;
-  return a;
+  const merged = structuredClone(a);
+  for (const key of Object.keys(b.traitTimes)) setTrait(merged, key, b.traits[key], b.traitTimes[key]!, undefined);
+  for (const [id, theirs] of Object.entries(b.acc)) {
+    const mine = merged.acc[id];
+    if (mine === undefined) {
+      merged.acc[id] = structuredClone(theirs);
+      continue;
+    }
+    if (mine.h !== theirs.h) continue;
+    theirs.a.forEach((accumulator, index) => {
+      if (!accumulator) return;
+      const into = mine.a[index];
+      if (!into) mine.a[index] = structuredClone(accumulator);
+      else mergeAccumulator(into, accumulator);
+    });
+  }
+  return merged;
 }
