@@ -90,7 +90,7 @@ export class EngageQueries {
     const identifiers = this.identifiersOf(rows.map((r) => r.profile_id));
     return rows.map((row) => ({
       profileId: row.profile_id,
-      identifiers: identifiers.get(row.profile_id) ?? [],
+      identifiers: [...(identifiers.get(row.profile_id) ?? [])].sort(),
       value: JSON.parse(row.value) as unknown,
       since: row.since,
     }));
