@@ -92,7 +92,7 @@ export async function listMembers(pool: Queryable, computationId: string, limit:
   const identifiers = await identifiersOf(pool, rows.map((r) => r.profile_id));
   return rows.map((row) => ({
     profileId: row.profile_id,
-    identifiers: identifiers.get(row.profile_id) ?? [],
+    identifiers: [...(identifiers.get(row.profile_id) ?? [])].sort(),
     value: JSON.parse(row.value) as unknown,
     since: row.since,
   }));
