@@ -4,6 +4,8 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { DebuggerAdmin } from './admin/debugger-admin.js';
 import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
+import { EngageAdmin } from './admin/engage-admin.js';
+import { engageRoutes } from './admin/engage-routes.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
 import { RegulationAdmin } from './admin/regulation-admin.js';
 import { ReplayAdmin } from './admin/replay-admin.js';
@@ -16,6 +18,7 @@ import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './http/metrics.js';
 import { buildServer } from './http/server.js';
+import { EngageRunner } from './engage/engage-runner.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { RegulationRunner } from './regulations/regulation-runner.js';
 import { SuppressionList } from './regulations/suppression-list.js';
@@ -60,6 +63,8 @@ export interface RunningSwitchyard {
 const CONFIG_POLL_MS = 1_000;
 const REGULATION_POLL_MS = 5_000;
 const REPLAY_POLL_MS = 2_000;
+/** Also how soon an expiring audience window is noticed without new messages. */
+const ENGAGE_POLL_MS = 1_000;
 const PRUNE_EVERY_MS = 3_600_000;
 // A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
 const MAX_ENTRIES_PER_COMMIT = 1_000;
@@ -109,6 +114,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   await suppressions.start();
   const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
+  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -136,6 +142,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
+        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.wake() })),
       ],
     },
   });
@@ -152,6 +159,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   await worker.start();
   runner.start();
   replays.start();
+  engage.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -168,6 +176,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         await worker.stop();
         await runner.stop();
         await replays.stop();
+        await engage.stop();
         directory.stop();
         suppressions.stop();
         await store.close();
