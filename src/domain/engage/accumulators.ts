@@ -136,6 +136,13 @@ function addUnique(acc: Accumulator, timestamp: number, value: unknown): void {
 function trimUnique(values: Record<string, number>): void {
   const keys = Object.keys(values);
   if (keys.length <= STATE_LIMITS.uniqueValues) return;
+  if (keys.length === STATE_LIMITS.uniqueValues + 1) {
+    // One value too many (the usual case): drop the oldest without sorting.
+    let oldest = keys[0]!;
+    for (const key of keys) if (values[key]! < values[oldest]! || (values[key] === values[oldest] && key > oldest)) oldest = key;
+    delete values[oldest];
+    return;
+  }
   keys.sort((x, y) => values[y]! - values[x]! || (x < y ? -1 : x > y ? 1 : 0));
   for (const key of keys.slice(STATE_LIMITS.uniqueValues)) delete values[key];
 }

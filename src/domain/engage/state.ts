@@ -83,25 +83,27 @@ export function profileTraits(state: ProfileState): Record<string, unknown> {
  * text, so that arrival order never matters). Mutates.
  */
 export function applyTraits(state: ProfileState, traits: Record<string, unknown>, timestamp: number): void {
+  const keys = { count: Object.keys(state.traitTimes).length };
   for (const key of Object.keys(traits)) {
     const value = traits[key];
-    if (value === undefined) continue;
-    setTrait(state, key, value, timestamp, undefined);
+    if (value !== undefined) setTrait(state, keys, key, value, timestamp);
   }
 }
 
-function setTrait(state: ProfileState, key: string, value: unknown, timestamp: number, json: string | undefined): void {
+/** `keys.count` is the number of trait keys the state has (counted once per message, not per key). */
+function setTrait(state: ProfileState, keys: { count: number }, key: string, value: unknown, timestamp: number): void {
   // Assigning `__proto__` would change the object's prototype instead of adding a key.
   if (key === '__proto__') return;
   const known = Object.hasOwn(state.traitTimes, key);
-  if (!known && Object.keys(state.traitTimes).length >= STATE_LIMITS.traitKeys) return;
-  const text = json ?? JSON.stringify(value);
-  if (text.length > STATE_LIMITS.traitValueLength) return;
+  if (!known && keys.count >= STATE_LIMITS.traitKeys) return;
+  const text = typeof value === 'string' && value.length <= STATE_LIMITS.traitValueLength / 2 ? undefined : JSON.stringify(value);
+  if (text !== undefined && text.length > STATE_LIMITS.traitValueLength) return;
   if (known) {
     const previous = state.traitTimes[key]!;
     if (previous > timestamp) return;
-    if (previous === timestamp && JSON.stringify(state.traits[key]) >= text) return;
-  }
+    // Equal timestamps: the larger JSON text wins, so that the order of arrival does not matter.
+    if (previous === timestamp && JSON.stringify(state.traits[key]) >= (text ?? JSON.stringify(value))) return;
+  } else keys.count++;
   state.traits[key] = value;
   state.traitTimes[key] = timestamp;
 }
@@ -115,7 +117,8 @@ function setTrait(state: ProfileState, key: string, value: unknown, timestamp: n
  */
 export function mergeProfileStates(a: ProfileState, b: ProfileState): ProfileState {
   const merged = structuredClone(a);
-  for (const key of Object.keys(b.traitTimes)) setTrait(merged, key, b.traits[key], b.traitTimes[key]!, undefined);
+  const keys = { count: Object.keys(merged.traitTimes).length };
+  for (const key of Object.keys(b.traitTimes)) setTrait(merged, keys, key, b.traits[key], b.traitTimes[key]!);
   for (const [id, theirs] of Object.entries(b.acc)) {
     const mine = merged.acc[id];
     if (mine === undefined) {
