@@ -142,7 +142,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
-        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.wake() })),
+        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.definitionsChanged() })),
       ],
     },
   });

@@ -69,7 +69,7 @@ export class EngageAdmin {
     const key = definitionGuard(() => (body['key'] === undefined ? keyFromName(name) : parseKey(body['key'])));
     const definition = this.parseDefinition(kind, body['definition']);
     const destinations = await this.parseDestinations(body['destinations']);
-    const existing = await this.store.listComputations();
+    const existing = await this.store.listComputations(undefined, false);
     if (existing.length >= MAX_COMPUTATIONS) throw new ApiError('invalid_request', `at most ${MAX_COMPUTATIONS} computed traits and audiences`);
     if (existing.some((c) => c.key === key)) throw new ApiError('key_conflict', `the key "${key}" is taken; give another "key"`);
     const id = `${kind === 'trait' ? 'ct' : 'aud'}_${randomToken(20)}`;
@@ -98,7 +98,7 @@ export class EngageAdmin {
     const definition = body['definition'] === undefined ? undefined : this.parseDefinition(kind, body['definition']);
     const destinations = body['destinations'] === undefined ? undefined : await this.parseDestinations(body['destinations']);
     if (definition !== undefined) {
-      const others = (await this.store.listComputations()).filter((c) => c.id !== id);
+      const others = (await this.store.listComputations(undefined, false)).filter((c) => c.id !== id);
       this.checkCompiles([...others.map(toSpec), { id, kind, key: current.key, definition }]);
     }
     const changed = JSON.stringify(definition) !== JSON.stringify(current.definition) ? definition : undefined;
@@ -110,7 +110,7 @@ export class EngageAdmin {
 
   async remove(kind: ComputationKind, id: string): Promise<void> {
     const current = await this.require(kind, id);
-    const readers = (await this.store.listComputations()).filter((c) => c.id !== id && readsKey(c, current.key));
+    const readers = (await this.store.listComputations(undefined, false)).filter((c) => c.id !== id && readsKey(c, current.key));
     if (readers.length > 0) {
       throw new ApiError('invalid_request', `${readers.map((c) => c.key).join(', ')} read "${current.key}"; change or delete them first`);
     }
@@ -138,7 +138,7 @@ export class EngageAdmin {
 
   async profile(identifier: string): Promise<ProfileView> {
     const record = await this.requireProfile(identifier);
-    const computations = await this.store.listComputations();
+    const computations = await this.store.listComputations(undefined, false);
     const model = compileQuietly(computations.map(toSpec));
     const state = JSON.parse(record.state) as ProfileState;
     const outputs = model?.evaluate(state, this.options.now()) ?? {};

@@ -42,6 +42,20 @@ export const RECENT_EVENTS = 50;
 export const SYNC_REASON_PREFIX = 'engage:';
 /** Regulations looked at per pass (newest first) for profiles to erase. */
 const REGULATIONS_PER_PASS = 100;
+/**
+ * How often definitions, destinations and regulations are re-read while
+ * messages keep the evaluator busy (at once after {@link EngageRunner.definitionsChanged}).
+ */
+const RELOAD_MS = 1_000;
+/**
+ * After a 'messages' notification, wait this long before reading: ingest
+ * commits come in quick succession under load, and one page of many
+ * messages is one commit here instead of one each.
+ */
+const GATHER_MS = 20;
+
+/** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
+const UNSENT = Symbol('unsent');
 
 const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'alias']);
 
@@ -52,6 +66,8 @@ interface WorkingProfile {
   readonly expectedVersion: number;
   state: ProfileState;
   readonly identifiers: Set<string>;
+  /** Those already stored for it (not written again). */
+  readonly storedIdentifiers: ReadonlySet<string>;
   /** Output rows as stored when loaded, by computation id. */
   readonly storedRows: Readonly<Record<string, unknown>>;
   /** The outputs last synced (or stored), to diff the next evaluation against. */
@@ -94,6 +110,9 @@ export class EngageRunner {
   /** seq just after the cursor → when a gap there was first seen (shared stores). */
   private gapSeenAt: { seq: number; at: number } | undefined;
   private readonly erasedRegulations = new Set<string>();
+  private reloadAfter = 0;
+  private gathering: NodeJS.Timeout | undefined;
+  private leaseUntil = 0;
 
   constructor(private readonly options: EngageRunnerOptions) {
     this.owner = options.owner ?? `engage-${randomUUID()}`;
@@ -101,12 +120,26 @@ export class EngageRunner {
 
   start(): void {
     this.unsubscribe = this.options.store.subscribe((topic) => {
-      if (topic === 'messages') this.wake();
+      if (topic !== 'messages') return;
+      if (this.running !== undefined) this.again = true;
+      else if (this.gathering === undefined) {
+        this.gathering = setTimeout(() => {
+          this.gathering = undefined;
+          this.wake();
+        }, GATHER_MS);
+        this.gathering.unref();
+      }
     });
     this.schedule(0);
   }
 
-  /** Looks for work now (messages arrived, a definition changed), or once more after the current pass. */
+  /** A definition was created, changed or deleted on this node: re-read them before the next page. */
+  definitionsChanged(): void {
+    this.reloadAfter = 0;
+    this.wake();
+  }
+
+  /** Looks for work now (messages arrived), or once more after the current pass. */
   wake(): void {
     if (this.stopped) return;
     if (this.running !== undefined) {
@@ -134,6 +167,7 @@ export class EngageRunner {
     this.stopped = true;
     this.unsubscribe?.();
     clearTimeout(this.timer);
+    clearTimeout(this.gathering);
     await this.running;
     await this.options.store.releaseEngageLease(this.owner).catch(() => {});
   }
@@ -147,11 +181,23 @@ export class EngageRunner {
   /** One round of work; resolves whether there may be more right away. */
   private async pass(): Promise<boolean> {
     const { store, now } = this.options;
-    if (!(await store.claimEngageLease(this.owner, now(), LEASE_MS))) return false;
-    const definitions = await this.loadDefinitions();
-    await this.eraseRegulatedProfiles(definitions);
-    const computing = [...definitions.byId.values()].find((c) => c.status === 'computing');
-    if (computing !== undefined) {
+    // Renewed when half gone: not a write per page.
+    const at = now();
+    if (at > this.leaseUntil - LEASE_MS / 2) {
+      if (!(await store.claimEngageLease(this.owner, at, LEASE_MS))) {
+        this.leaseUntil = 0;
+        return false;
+      }
+      this.leaseUntil = at + LEASE_MS;
+    }
+    let definitions = this.definitions;
+    if (definitions === undefined || at >= this.reloadAfter) {
+      definitions = await this.loadDefinitions();
+      await this.eraseRegulatedProfiles(definitions);
+      this.reloadAfter = at + RELOAD_MS;
+    }
+    const computing = [...definitions.byId.values()].filter((c) => c.status === 'computing');
+    if (computing.length > 0) {
       await this.backfill(definitions, computing);
       return true;
     }
@@ -164,7 +210,7 @@ export class EngageRunner {
 
   private async loadDefinitions(): Promise<Definitions> {
     const { store } = this.options;
-    const [computations, destinations] = await Promise.all([store.listComputations(), store.listDestinations()]);
+    const [computations, destinations] = await Promise.all([store.listComputations(undefined, false), store.listDestinations()]);
     const webhookSources = new Set(destinations.filter((d) => d.kind === 'webhooks' && d.enabled).map((d) => d.sourceId));
     const key = JSON.stringify(computations.map((c) => [c.id, c.version, c.status, c.key, c.destinations]));
     if (this.definitions === undefined || key !== this.definitionsKey) {
@@ -258,16 +304,20 @@ export class EngageRunner {
   // --- backfill ----------------------------------------------------------------------------------
 
   /**
-   * Computes a new (or redefined) computation over the stored history, then
-   * sends one identify per member or value and marks it live. Runs before
-   * the stream moves on, so the history it reads ends at the cursor.
+   * Computes new (or redefined) computations over the stored history, then
+   * sends one identify per member or value of each and marks them live. Runs
+   * before the stream moves on, so the history it reads ends at the cursor.
+   * Several created at once share one read of the history.
    */
-  private async backfill(definitions: Definitions, computation: ComputationRecord): Promise<void> {
+  private async backfill(definitions: Definitions, computations: readonly ComputationRecord[]): Promise<void> {
     const { store, now } = this.options;
     const cursor = await store.getEngageCursor();
-    const only = new Set([computation.id]);
+    const only = new Set(computations.map((c) => c.id));
+    const reset = (state: ProfileState): void => {
+      for (const id of only) definitions.model.reset(state, id);
+    };
     const touched = new Set<string>();
-    // 1. History, page by page: each touched profile forgets the computation's accumulator first.
+    // 1. History, page by page: each touched profile forgets the computations' accumulators first.
     for (let after = 0; ; ) {
       const page = await store.listMessagesSince(after, PAGE, cursor);
       if (page.length === 0) break;
@@ -283,16 +333,16 @@ export class EngageRunner {
         const profile = id === undefined ? undefined : profiles.get(id);
         if (profile === undefined) continue;
         if (!touched.has(profile.id)) {
-          definitions.model.reset(profile.state, computation.id);
+          reset(profile.state);
           touched.add(profile.id);
         }
         definitions.model.apply(profile.state, message.engage, only);
         profile.dirty = true;
       }
       if (!(await store.commitEngage({ ...work.toBatch(false), messages: [], at }))) return; // changed meanwhile: start again
-      await store.claimEngageLease(this.owner, now(), LEASE_MS);
+      await this.renewLease();
     }
-    // 2. Every profile: evaluate, store outputs, send the computation's members or values (and other changes).
+    // 2. Every profile: evaluate, store outputs, send each computation's members or values (and what changed in others).
     for (let afterId = ''; ; ) {
       const ids = await store.listProfileIds(afterId, PROFILE_PAGE);
       const at = now();
@@ -300,23 +350,31 @@ export class EngageRunner {
       const work = new ProfileSet(store, definitions, at);
       const messages: IngestEntry[] = [];
       for (const profile of await work.load(ids)) {
-        if (!touched.has(profile.id)) definitions.model.reset(profile.state, computation.id);
+        if (!touched.has(profile.id)) reset(profile.state);
         const before = { ...profile.current };
         const after = definitions.model.evaluate(profile.state, at);
-        // The computation's own value is sent whatever it was before (a first sync), unless it is "nothing".
-        const own = after[computation.id];
-        const sendOwn = computation.kind === 'audience' ? own === true || profile.storedRows[computation.id] === true : own !== undefined || profile.storedRows[computation.id] !== undefined;
-        before[computation.id] = sendOwn ? Symbol('unsent') : after[computation.id];
-        messages.push(...this.syncsFor(definitions, profile, before, after, false, [], at, computation.id));
+        for (const computation of computations) {
+          // A first sync: the value is sent whatever was sent before, unless it is "nothing" now and was then.
+          const value = after[computation.id];
+          const stored = profile.storedRows[computation.id];
+          const send = computation.kind === 'audience' ? value === true || stored === true : value !== undefined || stored !== undefined;
+          before[computation.id] = send ? UNSENT : value;
+        }
+        messages.push(...this.syncsFor(definitions, profile, before, after, false, [], at, only));
         profile.current = after;
         profile.dirty = true;
       }
-      const batch = { ...work.toBatch(), messages, at, computationLive: last ? { id: computation.id, version: computation.version } : undefined };
-      if (!(await store.commitEngage(batch))) return;
-      await store.claimEngageLease(this.owner, now(), LEASE_MS);
+      const computationsLive = last ? computations.map((c) => ({ id: c.id, version: c.version })) : undefined;
+      if (!(await store.commitEngage({ ...work.toBatch(), messages, at, computationsLive }))) return;
+      await this.renewLease();
       if (last) return;
       afterId = ids[ids.length - 1]!;
     }
+  }
+
+  private async renewLease(): Promise<void> {
+    const at = this.options.now();
+    if (await this.options.store.claimEngageLease(this.owner, at, LEASE_MS)) this.leaseUntil = at + LEASE_MS;
   }
 
   // --- regulations ----------------------------------------------------------------------------
@@ -348,8 +406,8 @@ export class EngageRunner {
    * The identify messages for a profile's output changes: one per changed
    * computation with destinations, to each of those sources whose Webhooks
    * destination is enabled. `resend`: the profile gained a user id or merged,
-   * so its current memberships and values go again. `onlyId`: a backfill
-   * sends only that computation and the ones that read it.
+   * so its current memberships and values go again. `computingIds`: a backfill
+   * also sends the computations it computes, not yet live.
    */
   private syncsFor(
     definitions: Definitions,
@@ -359,7 +417,7 @@ export class EngageRunner {
     resend: boolean,
     lostMemberships: readonly string[],
     at: number,
-    onlyId?: string,
+    computingIds?: ReadonlySet<string>,
   ): IngestEntry[] {
     const changes = new Map(diffOutputs(before, after));
     if (resend) {
@@ -374,7 +432,7 @@ export class EngageRunner {
     for (const [id, value] of changes) {
       const computation = definitions.byId.get(id);
       if (computation === undefined || computation.destinations.length === 0) continue;
-      if (computation.status !== 'live' && id !== onlyId) continue;
+      if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
       for (const sourceId of computation.destinations) {
         if (!definitions.webhookSources.has(sourceId)) continue;
         entries.push(this.syncEntry(sourceId, computation, profile, value, at));
@@ -565,6 +623,7 @@ class ProfileSet {
       expectedVersion: record.version,
       state: JSON.parse(record.state) as ProfileState,
       identifiers: new Set(record.identifiers),
+      storedIdentifiers: new Set(record.identifiers),
       storedRows,
       current,
       recentSeqs: [...record.recentSeqs],
@@ -605,6 +664,7 @@ class ProfileSet {
         expectedVersion: 0,
         state: JSONclone(emptyProfileState()),
         identifiers: new Set(),
+        storedIdentifiers: new Set(),
         storedRows: {},
         current: this.baselineCurrent(),
         recentSeqs: [],
@@ -679,7 +739,7 @@ class ProfileSet {
         id: profile.id,
         expectedVersion: profile.expectedVersion,
         state: JSON.stringify(profile.state),
-        identifiers: [...profile.identifiers],
+        identifiers: [...profile.identifiers].filter((i) => !profile.storedIdentifiers.has(i)),
         outputChanges,
         recentSeqs: profile.recentSeqs,
         nextExpiry: model.nextExpiry(profile.state, this.at),

@@ -239,8 +239,11 @@ export interface Store {
 
   /** Stores a new computation; resolves false, writing nothing, when its key is taken. */
   insertComputation(computation: ComputationRecord): Promise<boolean>;
-  /** Computations of `kind` (all when undefined), oldest first, audiences with their `size`. */
-  listComputations(kind?: ComputationKind): Promise<ComputationRecord[]>;
+  /**
+   * Computations of `kind` (all when undefined), oldest first, with their
+   * `size` unless `sizes` is false (counting members reads every output row).
+   */
+  listComputations(kind?: ComputationKind, sizes?: boolean): Promise<ComputationRecord[]>;
   getComputation(id: string): Promise<ComputationRecord | undefined>;
   /**
    * Changes name, definition, destinations; a new definition also sets
@@ -286,7 +289,7 @@ export interface Store {
    * + 1) and their identifiers (moving them from any other profile) and
    * output changes, stores `messages` with a pending delivery to each of
    * their destinations (no de-duplication), moves the cursor, marks
-   * `computationLive`. Notifies `messages`, and `deliveries` when it queued any.
+   * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
    */
   commitEngage(batch: EngageBatch): Promise<boolean>;
 
@@ -635,7 +638,7 @@ export interface ProfileWrite {
   /** 0: a new profile. */
   readonly expectedVersion: number;
   readonly state: string;
-  /** Every identifier of the profile (existing ones are kept, others moved here). */
+  /** Identifiers to add to the profile (moved here from any other profile); those it has stay. */
   readonly identifiers: readonly string[];
   /** Changed outputs: a value to store, or undefined to remove the row. */
   readonly outputChanges: ReadonlyArray<{ readonly computationId: string; readonly value: unknown }>;
@@ -650,6 +653,7 @@ export interface EngageBatch {
   readonly profiles: readonly ProfileWrite[];
   /** Sync identify messages, accepted, with their destinations. */
   readonly messages: readonly IngestEntry[];
-  readonly computationLive?: { readonly id: string; readonly version: number } | undefined;
+  /** Computations whose first sync this commit completes: `live` if still at that version. */
+  readonly computationsLive?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
   readonly at: number;
 }

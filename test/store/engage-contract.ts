@@ -48,8 +48,8 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       assert.deepEqual([changed?.version, changed?.status, changed?.definition], [2, 'computing', { trait: { key: 'plan', op: 'exists' } }]);
       const renamed = await store.updateComputation('aud_1', { name: 'Buyers' }, T0 + 2);
       assert.deepEqual([renamed?.version, renamed?.name, renamed?.key], [2, 'Buyers', 'buyers']);
-      assert.equal(await store.commitEngage(batch({ computationLive: { id: 'aud_1', version: 1 } })), false, 'an old version is not marked live');
-      assert.equal(await store.commitEngage(batch({ computationLive: { id: 'aud_1', version: 2 } })), true);
+      assert.equal(await store.commitEngage(batch({ computationsLive: [{ id: 'aud_1', version: 1 }] })), false, 'an old version is not marked live');
+      assert.equal(await store.commitEngage(batch({ computationsLive: [{ id: 'aud_1', version: 2 }] })), true);
       assert.equal((await store.getComputation('aud_1'))?.status, 'live');
       assert.deepEqual((await store.listComputations('audience')).map((c) => [c.id, c.size]), [['aud_1', 0]]);
       assert.deepEqual(await store.listComputations('trait'), []);

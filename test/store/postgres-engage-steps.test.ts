@@ -62,7 +62,7 @@ await describePostgres('PostgreSQL Engage writes on several nodes', () => {
     await holder.query('BEGIN');
     await holder.query(`SELECT 1 FROM computations WHERE id = 'aud_hold' FOR UPDATE`);
     try {
-      const fromB = b.commitEngage(batch({ profiles: [write('p1', 1, '"from b"')], computationLive: { id: 'aud_hold', version: 1 } }));
+      const fromB = b.commitEngage(batch({ profiles: [write('p1', 1, '"from b"')], computationsLive: [{ id: 'aud_hold', version: 1 }] }));
       await eventually(async () => ((await lockWaiters(db.url)) >= 1 ? true : undefined), 10_000, 'b to wait mid-way');
       // a read p1 at version 1 too; its write queues behind b's row lock on p1.
       const fromA = a.commitEngage(batch({ profiles: [write('p1', 1, '"from a"')] }));

@@ -33,11 +33,12 @@ export async function insertComputation(pool: Queryable, c: ComputationRecord): 
   return (result.rowCount ?? 0) > 0;
 }
 
-export async function listComputations(pool: Queryable, kind: ComputationKind | undefined): Promise<ComputationRecord[]> {
+export async function listComputations(pool: Queryable, kind: ComputationKind | undefined, sizes: boolean): Promise<ComputationRecord[]> {
+  const select = sizes ? WITH_SIZE : 'SELECT c.* FROM computations c';
   const { rows } =
     kind === undefined
-      ? await pool.query<ComputationRow>(`${WITH_SIZE} ORDER BY c.created_at, c.id`)
-      : await pool.query<ComputationRow>(`${WITH_SIZE} WHERE c.kind = $1 ORDER BY c.created_at, c.id`, [kind]);
+      ? await pool.query<ComputationRow>(`${select} ORDER BY c.created_at, c.id`)
+      : await pool.query<ComputationRow>(`${select} WHERE c.kind = $1 ORDER BY c.created_at, c.id`, [kind]);
   return rows.map(toComputationRecord);
 }
 
@@ -222,13 +223,9 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
     }
   }
   const { deliveriesAdded } = await insertMessages(client, batch.messages, batch.messages.map(() => 'accepted'));
-  if (batch.computationLive !== undefined) {
-    const live = await client.query(`UPDATE computations SET status = 'live', updated_at = $1 WHERE id = $2 AND version = $3`, [
-      batch.at,
-      batch.computationLive.id,
-      batch.computationLive.version,
-    ]);
-    if ((live.rowCount ?? 0) === 0) throw new EngageConflict('computation changed');
+  for (const live of batch.computationsLive ?? []) {
+    const marked = await client.query(`UPDATE computations SET status = 'live', updated_at = $1 WHERE id = $2 AND version = $3`, [batch.at, live.id, live.version]);
+    if ((marked.rowCount ?? 0) === 0) throw new EngageConflict('computation changed');
   }
   return deliveriesAdded;
 }

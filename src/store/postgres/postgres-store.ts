@@ -349,8 +349,8 @@ export class PostgresStore implements Store {
     return engage.insertComputation(this.pool, computation);
   }
 
-  async listComputations(kind?: ComputationKind): Promise<ComputationRecord[]> {
-    return engage.listComputations(this.pool, kind);
+  async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
+    return engage.listComputations(this.pool, kind, sizes);
   }
 
   async getComputation(id: string): Promise<ComputationRecord | undefined> {

@@ -366,8 +366,8 @@ export class SqliteStore implements Store {
     return this.engage.insertComputation(computation);
   }
 
-  async listComputations(kind?: ComputationKind): Promise<ComputationRecord[]> {
-    return this.engage.listComputations(kind);
+  async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
+    return this.engage.listComputations(kind, sizes);
   }
 
   async getComputation(id: string): Promise<ComputationRecord | undefined> {
