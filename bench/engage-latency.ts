@@ -62,6 +62,9 @@ function peakRssMb(pid: number): number | undefined {
 async function main(): Promise<void> {
   // The receiver: notes when each user's `buyers: true` arrives.
   const enteredAt = new Map<string, number>();
+  /** When the evaluator queued each user's `buyers: true` (its receivedAt), wall clock. */
+  const queuedAt = new Map<string, number>();
+  const arrivedWall = new Map<string, number>();
   let syncs = 0;
   const receiver = createServer((request, response) => {
     let body = '';
@@ -69,10 +72,14 @@ async function main(): Promise<void> {
     request.on('end', () => {
       const at = performance.now();
       try {
-        const message = JSON.parse(body) as { type?: string; userId?: string; traits?: Record<string, unknown>; context?: { personas?: unknown } };
+        const message = JSON.parse(body) as { type?: string; userId?: string; receivedAt?: string; traits?: Record<string, unknown>; context?: { personas?: unknown } };
         if (message.type === 'identify' && message.context?.personas !== undefined) {
           syncs++;
-          if (message.traits?.['buyers'] === true && message.userId !== undefined && !enteredAt.has(message.userId)) enteredAt.set(message.userId, at);
+          if (message.traits?.['buyers'] === true && message.userId !== undefined && !enteredAt.has(message.userId)) {
+            enteredAt.set(message.userId, at);
+            queuedAt.set(message.userId, Date.parse(message.receivedAt ?? ''));
+            arrivedWall.set(message.userId, Date.now());
+          }
         }
       } catch {
         // not JSON: not ours
@@ -139,6 +146,7 @@ async function main(): Promise<void> {
     const pool = new Pool(url, { connections: 32, pipelining: 1 });
     const auth = `Basic ${Buffer.from(`${source.writeKey}:`).toString('base64')}`;
     const firstOrderAnsweredAt = new Map<string, number>();
+    const answeredWall = new Map<string, number>();
     let sent = 0;
     let failed = 0;
     const inFlight = new Set<Promise<void>>();
@@ -163,7 +171,10 @@ async function main(): Promise<void> {
         await response.body.dump();
         const at = performance.now();
         if (response.statusCode !== 200) failed++;
-        else if (kind === 0 && !firstOrderAnsweredAt.has(userId)) firstOrderAnsweredAt.set(userId, at);
+        else if (kind === 0 && !firstOrderAnsweredAt.has(userId)) {
+          firstOrderAnsweredAt.set(userId, at);
+          answeredWall.set(userId, Date.now());
+        }
       } catch {
         failed++;
       }
@@ -190,6 +201,11 @@ async function main(): Promise<void> {
       .map(([userId, answeredAt]) => Math.max(0, enteredAt.get(userId)! - answeredAt))
       .sort((a, b) => a - b);
     const round = (ms: number): number => Math.round(ms * 10) / 10;
+    // Where the time goes: answered → queued by the evaluator, queued → at the receiver (wall clock, ms resolution).
+    const measured = [...answeredWall.keys()].filter((u) => queuedAt.has(u));
+    const evaluation = measured.map((u) => queuedAt.get(u)! - answeredWall.get(u)!).sort((a, b) => a - b);
+    const delivery = measured.map((u) => arrivedWall.get(u)! - queuedAt.get(u)!).sort((a, b) => a - b);
+    const summary = (values: number[]): Record<string, number> => ({ p50: round(percentile(values, 50)), p99: round(percentile(values, 99)) });
     process.stdout.write(
       `${JSON.stringify(
         {
@@ -204,6 +220,8 @@ async function main(): Promise<void> {
           missingSyncs: firstOrderAnsweredAt.size - latencies.length,
           syncsReceived: syncs,
           latencyMs: { p50: round(percentile(latencies, 50)), p95: round(percentile(latencies, 95)), p99: round(percentile(latencies, 99)), max: round(latencies.at(-1) ?? Number.NaN) },
+          answeredToQueuedMs: summary(evaluation),
+          queuedToReceivedMs: summary(delivery),
           serverPeakRssMb: child.pid === undefined ? undefined : peakRssMb(child.pid),
         },
         null,
