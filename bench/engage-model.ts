@@ -10,6 +10,7 @@
  *   in the worst case (every windowed accumulator with all its buckets).
  * Not part of `npm run bench`, whose figures are end-to-end ratios.
  */
+import { pathToFileURL } from 'node:url';
 import { type ComputationSpec, type EngageMessage, EngageModel, type ProfileState, emptyProfileState } from '../src/domain/engage/index.js';
 
 const DAY = 86_400_000;
@@ -144,4 +145,5 @@ function round(value: number): number {
   return Math.round(value * 10) / 10;
 }
 
-main();
+// Run when executed, not when imported (the specs are shared).
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) main();

@@ -20,6 +20,7 @@ import {
   nextExpiryOf,
   pruneAccumulator,
   uniqueAt,
+  uniqueCountAt,
 } from './accumulators.js';
 import { type ComputationState, type EngageMessage, type FoldName, type ProfileState, applyTraits } from './state.js';
 import { bucketSizeFor, parseWithin } from './windows.js';
@@ -338,16 +339,22 @@ function traitValueOf(definition: ComputedTraitDefinition, leaves: readonly Leaf
     case 'most_frequent':
       return (a, now) => {
         const key = mostFrequentAt(accumulator(a), leaves[0]!, now);
-        return key === undefined ? undefined : (JSON.parse(key) as unknown);
+        return key === undefined ? undefined : parseScalar(key);
       };
     case 'unique_list':
       return (a, now) => {
         const keys = uniqueAt(accumulator(a), leaves[0]!, now);
-        return keys.length === 0 ? undefined : sortValues(keys.map((key) => JSON.parse(key) as unknown));
+        return keys.length === 0 ? undefined : sortValues(keys.map(parseScalar));
       };
     case 'unique_list_count':
-      return (a, now) => uniqueAt(accumulator(a), leaves[0]!, now).length;
+      return (a, now) => uniqueCountAt(accumulator(a), leaves[0]!, now);
   }
+}
+
+/** The value of a scalar's JSON text; plain strings (the usual case) without a full JSON.parse. */
+function parseScalar(json: string): unknown {
+  if (json.charCodeAt(0) === 34 /* " */ && !json.includes('\\')) return json.slice(1, -1);
+  return JSON.parse(json) as unknown;
 }
 
 /** Unique lists are sorted so that their value changes only when the set does: numbers, then strings, then booleans. */
