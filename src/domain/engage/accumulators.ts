@@ -249,9 +249,20 @@ export function foldAt(acc: Accumulator | null | undefined, shape: LeafShape, no
   return result;
 }
 
-/** The number of events that count at `now` (count folds). */
+/** The number of events that count at `now` (count folds; the hot path of audiences, hence its own loop). */
 export function countAt(acc: Accumulator | null | undefined, shape: LeafShape, now: number): number {
-  return (foldAt(acc, shape, now) as number | undefined) ?? 0;
+  if (!acc) return 0;
+  if (shape.bucketMs === undefined) return (acc.v as number | undefined) ?? 0;
+  const buckets = acc.b as Array<[number, number]> | undefined;
+  if (!buckets) return 0;
+  const from = firstLiveBucket(shape, now);
+  let count = 0;
+  for (let i = buckets.length - 1; i >= 0; i--) {
+    const bucket = buckets[i]!;
+    if (bucket[0] < from) break;
+    count += bucket[1];
+  }
+  return count;
 }
 
 /** How many values a unique list has at `now`. */

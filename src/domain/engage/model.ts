@@ -405,11 +405,17 @@ function compileAudience(spec: ComputationSpec, definition: AudienceDefinition):
     }
     if ('and' in condition) {
       const parts = condition.and.map((c, i) => build(c, `${field}.and[${i}]`));
-      return (context) => parts.every((part) => part(context));
+      return (context) => {
+        for (const part of parts) if (!part(context)) return false;
+        return true;
+      };
     }
     if ('or' in condition) {
       const parts = condition.or.map((c, i) => build(c, `${field}.or[${i}]`));
-      return (context) => parts.some((part) => part(context));
+      return (context) => {
+        for (const part of parts) if (part(context)) return true;
+        return false;
+      };
     }
     const inner = build(condition.not, `${field}.not`);
     return (context) => !inner(context);
