@@ -276,11 +276,13 @@ export class EngageModel {
         delete state.acc[id];
         continue;
       }
+      // A computed trait's emptied accumulator stays: it says the profile once matched (a count of 0, not no value).
+      const keepEmpty = computation.spec.kind === 'trait';
       let left = false;
       computation.leaves.forEach((leaf) => {
         const accumulator = computationState.a[leaf.index];
         if (!accumulator) return;
-        if (pruneAccumulator(accumulator, leaf, now)) left = true;
+        if (pruneAccumulator(accumulator, leaf, now) || keepEmpty) left = true;
         else computationState.a[leaf.index] = null;
       });
       if (!left) delete state.acc[id];
@@ -318,17 +320,26 @@ function compileTrait(spec: ComputationSpec, definition: ComputedTraitDefinition
   return computation;
 }
 
+/**
+ * A computed trait's value. Counts and sums have no value for a profile that
+ * never had a matching event (so that a new trait is not sent to every
+ * profile as 0), and are 0 once the profile's events have all left the window.
+ */
 function traitValueOf(definition: ComputedTraitDefinition, leaves: readonly Leaf[]): (accumulators: ComputationState['a'] | undefined, now: number) => unknown {
   const accumulator = (accumulators: ComputationState['a'] | undefined) => accumulators?.[0];
   switch (definition.type) {
     case 'event_counter':
-      return (a, now) => countAt(accumulator(a), leaves[0]!, now);
+      return (a, now) => {
+        const acc = accumulator(a);
+        return acc ? countAt(acc, leaves[0]!, now) : undefined;
+      };
     case 'aggregation':
       if (definition.fn === 'sum' || definition.fn === 'avg') {
         const average = definition.fn === 'avg';
         return (a, now) => {
-          const cell = foldAt(accumulator(a), leaves[0]!, now) as [number, number] | undefined;
-          if (cell === undefined) return undefined;
+          const acc = accumulator(a);
+          const cell = foldAt(acc, leaves[0]!, now) as [number, number] | undefined;
+          if (cell === undefined) return average || !acc ? undefined : 0;
           return average ? cell[0] / cell[1] : cell[0];
         };
       }
@@ -347,7 +358,10 @@ function traitValueOf(definition: ComputedTraitDefinition, leaves: readonly Leaf
         return keys.length === 0 ? undefined : sortValues(keys.map(parseScalar));
       };
     case 'unique_list_count':
-      return (a, now) => uniqueCountAt(accumulator(a), leaves[0]!, now);
+      return (a, now) => {
+        const acc = accumulator(a);
+        return acc ? uniqueCountAt(acc, leaves[0]!, now) : undefined;
+      };
   }
 }
 
@@ -460,7 +474,7 @@ function hashOf(kind: ComputationKind, definition: unknown): string {
  * `before` counts as undefined; ids missing from `after` (deleted
  * computations) are not changes. For a profile's first evaluation, diff
  * against `evaluate(emptyProfileState(), now)` so that audiences it is not in
- * and counts of 0 are not reported.
+ * are not reported as `false`.
  */
 export function diffOutputs(before: Outputs, after: Outputs): Array<[id: string, value: unknown]> {
   const changes: Array<[string, unknown]> = [];
