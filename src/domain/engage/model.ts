@@ -1,4 +1,5 @@
 import { compare, readPath } from '../conditions.js';
+import { isJsonObject } from '../message.js';
 import {
   type AudienceCondition,
   type AudienceDefinition,
@@ -204,7 +205,7 @@ export class EngageModel {
    */
   apply(state: ProfileState, message: EngageMessage, only?: ReadonlySet<string>): ProfileState {
     if (!Number.isFinite(message.timestamp)) return state;
-    if (only === undefined && message.type === 'identify' && message.traits) applyTraits(state, message.traits, message.timestamp);
+    if (only === undefined && message.type === 'identify' && isJsonObject(message.traits)) applyTraits(state, message.traits, message.timestamp);
     const leaves = this.matchingLeaves(message);
     if (leaves.length === 0) return state;
     const source = propertiesOf(message);
@@ -457,9 +458,15 @@ function propertiesOf(message: EngageMessage): Record<string, unknown> | undefin
   return message.type === 'identify' || message.type === 'group' ? message.traits : message.properties;
 }
 
-/** FNV-1a (32 bits) of the normalized definition: short, and stable across processes. */
+/**
+ * The layout of accumulators; raising it makes every stored accumulator one
+ * of "another version", so that none is read in an old layout.
+ */
+const ACCUMULATOR_LAYOUT = 2;
+
+/** FNV-1a (32 bits) of the normalized definition and the layout: short, and stable across processes. */
 function hashOf(kind: ComputationKind, definition: unknown): string {
-  const text = `${kind}:${JSON.stringify(definition)}`;
+  const text = `${ACCUMULATOR_LAYOUT}:${kind}:${JSON.stringify(definition)}`;
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);
