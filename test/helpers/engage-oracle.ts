@@ -88,14 +88,16 @@ function matching(event: WindowedEvent, messages: readonly EngageMessage[], now:
 
 function traitValue(definition: ComputedTraitDefinition, messages: readonly EngageMessage[], now: number, exact: boolean): unknown {
   const events = matching(definition, messages, now, exact);
-  if (definition.type === 'event_counter') return events.length;
+  // Counts and sums have no value until a first matching event, in or out of the window.
+  const everMatched = matching({ event: definition.event, where: definition.where ?? [] }, messages, now, exact).length > 0;
+  if (definition.type === 'event_counter') return everMatched ? events.length : undefined;
   const property = definition.property;
   const valued = events.map((m) => ({ t: m.timestamp, value: readPath(m.type === 'identify' || m.type === 'group' ? m.traits : m.properties, property) }));
   const numbers = valued.map((v) => v.value).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
   const scalars = valued.map((v) => v.value).filter((v) => (typeof v === 'string' && v.length <= 1_000) || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v)));
   switch (definition.type) {
     case 'aggregation':
-      if (numbers.length === 0) return undefined;
+      if (numbers.length === 0) return definition.fn === 'sum' && everMatched ? 0 : undefined;
       if (definition.fn === 'sum') return numbers.reduce((a, b) => a + b, 0);
       if (definition.fn === 'avg') return numbers.reduce((a, b) => a + b, 0) / numbers.length;
       return definition.fn === 'min' ? Math.min(...numbers) : Math.max(...numbers);
@@ -115,7 +117,7 @@ function traitValue(definition: ComputedTraitDefinition, messages: readonly Enga
     case 'unique_list':
     case 'unique_list_count': {
       const distinct = new Map(scalars.map((v) => [JSON.stringify(v), v]));
-      if (definition.type === 'unique_list_count') return distinct.size;
+      if (definition.type === 'unique_list_count') return everMatched ? distinct.size : undefined;
       if (distinct.size === 0) return undefined;
       const rank = (v: unknown) => (typeof v === 'number' ? 0 : typeof v === 'string' ? 1 : 2);
       return [...distinct.values()].sort((a, b) => rank(a) - rank(b) || (typeof a === 'number' ? a - (b as number) : String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0));

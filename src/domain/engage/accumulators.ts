@@ -116,35 +116,49 @@ function addToBuckets<C>(buckets: Array<[number, C]>, index: number, cell: C, co
 
 /**
  * Unique lists keep, per distinct value, the newest timestamp it was seen
- * at; beyond STATE_LIMITS.uniqueValues values the one seen longest ago is
- * dropped (ties: the larger JSON text). The kept values are therefore the
- * most recently seen ones, whatever the order messages arrive in.
+ * at, as [value JSON, timestamp] pairs sorted from the one seen longest ago
+ * (equal times: the larger JSON text first). Beyond STATE_LIMITS.uniqueValues
+ * values the first is dropped, so the kept values are the most recently seen
+ * ones whatever the order messages arrive in; and the values a window still
+ * counts are always a tail of the list.
  */
 function addUnique(acc: Accumulator, timestamp: number, value: unknown): void {
   const key = scalarKey(value);
   if (key === undefined) return;
-  const values = (acc.u ??= {});
-  const seen = values[key];
-  if (seen !== undefined) {
-    if (timestamp > seen) values[key] = timestamp;
-    return;
+  const values = (acc.u ??= []);
+  // Recently seen values are at the end: search from there.
+  for (let i = values.length - 1; i >= 0; i--) {
+    if (values[i]![0] !== key) continue;
+    if (values[i]![1] >= timestamp) return;
+    values.splice(i, 1);
+    break;
   }
-  values[key] = timestamp;
-  trimUnique(values);
+  insertSeen(values, [key, timestamp]);
+  if (values.length > STATE_LIMITS.uniqueValues) values.splice(0, values.length - STATE_LIMITS.uniqueValues);
 }
 
-function trimUnique(values: Record<string, number>): void {
-  const keys = Object.keys(values);
-  if (keys.length <= STATE_LIMITS.uniqueValues) return;
-  if (keys.length === STATE_LIMITS.uniqueValues + 1) {
-    // One value too many (the usual case): drop the oldest without sorting.
-    let oldest = keys[0]!;
-    for (const key of keys) if (values[key]! < values[oldest]! || (values[key] === values[oldest] && key > oldest)) oldest = key;
-    delete values[oldest];
-    return;
+function seenBefore(a: [string, number], b: [string, number]): boolean {
+  return a[1] < b[1] || (a[1] === b[1] && a[0] > b[0]);
+}
+
+function insertSeen(values: Array<[string, number]>, entry: [string, number]): void {
+  let at = values.length;
+  while (at > 0 && seenBefore(entry, values[at - 1]!)) at--;
+  values.splice(at, 0, entry);
+}
+
+/** The index of the first unique value that still counts at `now` (all of them when all time). */
+function firstLiveValue(values: Array<[string, number]>, shape: LeafShape, now: number): number {
+  if (shape.bucketMs === undefined) return 0;
+  // Sorted by time and the expiry grows with time: binary search.
+  let low = 0;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (expiryOf(values[middle]![1], shape.windowMs!, shape.bucketMs) > now) high = middle;
+    else low = middle + 1;
   }
-  keys.sort((x, y) => values[y]! - values[x]! || (x < y ? -1 : x > y ? 1 : 0));
-  for (const key of keys.slice(STATE_LIMITS.uniqueValues)) delete values[key];
+  return low;
 }
 
 /**
@@ -235,18 +249,35 @@ export function foldAt(acc: Accumulator | null | undefined, shape: LeafShape, no
   return result;
 }
 
-/** The number of events that count at `now` (count folds). */
+/** The number of events that count at `now` (count folds; the hot path of audiences, hence its own loop). */
 export function countAt(acc: Accumulator | null | undefined, shape: LeafShape, now: number): number {
-  return (foldAt(acc, shape, now) as number | undefined) ?? 0;
+  if (!acc) return 0;
+  if (shape.bucketMs === undefined) return (acc.v as number | undefined) ?? 0;
+  const buckets = acc.b as Array<[number, number]> | undefined;
+  if (!buckets) return 0;
+  const from = firstLiveBucket(shape, now);
+  let count = 0;
+  for (let i = buckets.length - 1; i >= 0; i--) {
+    const bucket = buckets[i]!;
+    if (bucket[0] < from) break;
+    count += bucket[1];
+  }
+  return count;
+}
+
+/** How many values a unique list has at `now`. */
+export function uniqueCountAt(acc: Accumulator | null | undefined, shape: LeafShape, now: number): number {
+  const values = acc?.u;
+  return values ? values.length - firstLiveValue(values, shape, now) : 0;
 }
 
 /** The values of a unique list at `now`, as JSON texts. */
 export function uniqueAt(acc: Accumulator | null | undefined, shape: LeafShape, now: number): string[] {
   const values = acc?.u;
   if (!values) return [];
-  const keys = Object.keys(values);
-  if (shape.bucketMs === undefined) return keys;
-  return keys.filter((key) => expiryOf(values[key]!, shape.windowMs!, shape.bucketMs!) > now);
+  const keys: string[] = [];
+  for (let i = firstLiveValue(values, shape, now); i < values.length; i++) keys.push(values[i]![0]);
+  return keys;
 }
 
 /** The most frequent value at `now` as JSON text (ties: the smaller JSON text), or undefined. */
@@ -271,27 +302,21 @@ export function mostFrequentAt(acc: Accumulator | null | undefined, shape: LeafS
 /** The earliest expiry > now of anything the accumulator keeps, or Infinity. */
 export function nextExpiryOf(acc: Accumulator | null | undefined, shape: LeafShape, now: number): number {
   if (!acc || shape.bucketMs === undefined) return Infinity;
-  const W = shape.windowMs!;
-  const B = shape.bucketMs;
   let next = Infinity;
-  const fromBuckets = (buckets: Array<[number, unknown]>): void => {
-    for (const [index] of buckets) {
-      const expiry = (index + 1) * B + W;
-      if (expiry > now) {
-        if (expiry < next) next = expiry;
-        break; // sorted: later buckets expire later
-      }
-    }
-  };
-  if (acc.b) fromBuckets(acc.b);
-  if (acc.c) for (const entry of Object.values(acc.c)) if (typeof entry !== 'number') fromBuckets(entry);
+  if (acc.b) next = Math.min(next, nextBucketExpiry(acc.b, shape, now));
+  if (acc.c) for (const entry of Object.values(acc.c)) if (typeof entry !== 'number') next = Math.min(next, nextBucketExpiry(entry, shape, now));
   if (acc.u) {
-    for (const seen of Object.values(acc.u)) {
-      const expiry = expiryOf(seen, W, B);
-      if (expiry > now && expiry < next) next = expiry;
-    }
+    const first = acc.u[firstLiveValue(acc.u, shape, now)];
+    if (first !== undefined) next = Math.min(next, expiryOf(first[1], shape.windowMs!, shape.bucketMs));
   }
   return next;
+}
+
+/** The expiry of the oldest bucket still counted (buckets are sorted, so later ones expire later), or Infinity. */
+function nextBucketExpiry(buckets: ReadonlyArray<readonly [number, unknown]>, shape: LeafShape, now: number): number {
+  const from = firstLiveBucket(shape, now);
+  for (const [index] of buckets) if (index >= from) return (index + 1) * shape.bucketMs! + shape.windowMs!;
+  return Infinity;
 }
 
 /** Drops what no longer counts at `now`; returns whether anything is left. Mutates. */
@@ -310,8 +335,8 @@ export function pruneAccumulator(acc: Accumulator, shape: LeafShape, now: number
     if (Object.keys(acc.c).length === 0) delete acc.c;
   }
   if (acc.u) {
-    for (const [key, seen] of Object.entries(acc.u)) if (expiryOf(seen, shape.windowMs!, shape.bucketMs) <= now) delete acc.u[key];
-    if (Object.keys(acc.u).length === 0) delete acc.u;
+    acc.u.splice(0, firstLiveValue(acc.u, shape, now));
+    if (acc.u.length === 0) delete acc.u;
   }
   return acc.b !== undefined || acc.c !== undefined || acc.u !== undefined;
 }
@@ -333,9 +358,10 @@ export function mergeAccumulator(into: Accumulator, from: Accumulator): void {
     return;
   }
   if (from.u) {
-    const values = (into.u ??= {});
-    for (const [key, seen] of Object.entries(from.u)) values[key] = Math.max(values[key] ?? -Infinity, seen);
-    trimUnique(values);
+    const newest = new Map<string, number>(into.u ?? []);
+    for (const [key, seen] of from.u) newest.set(key, Math.max(newest.get(key) ?? -Infinity, seen));
+    const values = [...newest].sort((a, b) => (seenBefore(a, b) ? -1 : seenBefore(b, a) ? 1 : 0));
+    into.u = values.slice(Math.max(0, values.length - STATE_LIMITS.uniqueValues));
   }
   if (from.c) {
     const candidates = (into.c ??= {});

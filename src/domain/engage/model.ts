@@ -1,4 +1,5 @@
 import { compare, readPath } from '../conditions.js';
+import { isJsonObject } from '../message.js';
 import {
   type AudienceCondition,
   type AudienceDefinition,
@@ -20,6 +21,7 @@ import {
   nextExpiryOf,
   pruneAccumulator,
   uniqueAt,
+  uniqueCountAt,
 } from './accumulators.js';
 import { type ComputationState, type EngageMessage, type FoldName, type ProfileState, applyTraits } from './state.js';
 import { bucketSizeFor, parseWithin } from './windows.js';
@@ -203,7 +205,7 @@ export class EngageModel {
    */
   apply(state: ProfileState, message: EngageMessage, only?: ReadonlySet<string>): ProfileState {
     if (!Number.isFinite(message.timestamp)) return state;
-    if (only === undefined && message.type === 'identify' && message.traits) applyTraits(state, message.traits, message.timestamp);
+    if (only === undefined && message.type === 'identify' && isJsonObject(message.traits)) applyTraits(state, message.traits, message.timestamp);
     const leaves = this.matchingLeaves(message);
     if (leaves.length === 0) return state;
     const source = propertiesOf(message);
@@ -275,11 +277,13 @@ export class EngageModel {
         delete state.acc[id];
         continue;
       }
+      // A computed trait's emptied accumulator stays: it says the profile once matched (a count of 0, not no value).
+      const keepEmpty = computation.spec.kind === 'trait';
       let left = false;
       computation.leaves.forEach((leaf) => {
         const accumulator = computationState.a[leaf.index];
         if (!accumulator) return;
-        if (pruneAccumulator(accumulator, leaf, now)) left = true;
+        if (pruneAccumulator(accumulator, leaf, now) || keepEmpty) left = true;
         else computationState.a[leaf.index] = null;
       });
       if (!left) delete state.acc[id];
@@ -317,17 +321,26 @@ function compileTrait(spec: ComputationSpec, definition: ComputedTraitDefinition
   return computation;
 }
 
+/**
+ * A computed trait's value. Counts and sums have no value for a profile that
+ * never had a matching event (so that a new trait is not sent to every
+ * profile as 0), and are 0 once the profile's events have all left the window.
+ */
 function traitValueOf(definition: ComputedTraitDefinition, leaves: readonly Leaf[]): (accumulators: ComputationState['a'] | undefined, now: number) => unknown {
   const accumulator = (accumulators: ComputationState['a'] | undefined) => accumulators?.[0];
   switch (definition.type) {
     case 'event_counter':
-      return (a, now) => countAt(accumulator(a), leaves[0]!, now);
+      return (a, now) => {
+        const acc = accumulator(a);
+        return acc ? countAt(acc, leaves[0]!, now) : undefined;
+      };
     case 'aggregation':
       if (definition.fn === 'sum' || definition.fn === 'avg') {
         const average = definition.fn === 'avg';
         return (a, now) => {
-          const cell = foldAt(accumulator(a), leaves[0]!, now) as [number, number] | undefined;
-          if (cell === undefined) return undefined;
+          const acc = accumulator(a);
+          const cell = foldAt(acc, leaves[0]!, now) as [number, number] | undefined;
+          if (cell === undefined) return average || !acc ? undefined : 0;
           return average ? cell[0] / cell[1] : cell[0];
         };
       }
@@ -338,16 +351,25 @@ function traitValueOf(definition: ComputedTraitDefinition, leaves: readonly Leaf
     case 'most_frequent':
       return (a, now) => {
         const key = mostFrequentAt(accumulator(a), leaves[0]!, now);
-        return key === undefined ? undefined : (JSON.parse(key) as unknown);
+        return key === undefined ? undefined : parseScalar(key);
       };
     case 'unique_list':
       return (a, now) => {
         const keys = uniqueAt(accumulator(a), leaves[0]!, now);
-        return keys.length === 0 ? undefined : sortValues(keys.map((key) => JSON.parse(key) as unknown));
+        return keys.length === 0 ? undefined : sortValues(keys.map(parseScalar));
       };
     case 'unique_list_count':
-      return (a, now) => uniqueAt(accumulator(a), leaves[0]!, now).length;
+      return (a, now) => {
+        const acc = accumulator(a);
+        return acc ? uniqueCountAt(acc, leaves[0]!, now) : undefined;
+      };
   }
+}
+
+/** The value of a scalar's JSON text; plain strings (the usual case) without a full JSON.parse. */
+function parseScalar(json: string): unknown {
+  if (json.charCodeAt(0) === 34 /* " */ && !json.includes('\\')) return json.slice(1, -1);
+  return JSON.parse(json) as unknown;
 }
 
 /** Unique lists are sorted so that their value changes only when the set does: numbers, then strings, then booleans. */
@@ -398,11 +420,17 @@ function compileAudience(spec: ComputationSpec, definition: AudienceDefinition):
     }
     if ('and' in condition) {
       const parts = condition.and.map((c, i) => build(c, `${field}.and[${i}]`));
-      return (context) => parts.every((part) => part(context));
+      return (context) => {
+        for (const part of parts) if (!part(context)) return false;
+        return true;
+      };
     }
     if ('or' in condition) {
       const parts = condition.or.map((c, i) => build(c, `${field}.or[${i}]`));
-      return (context) => parts.some((part) => part(context));
+      return (context) => {
+        for (const part of parts) if (part(context)) return true;
+        return false;
+      };
     }
     const inner = build(condition.not, `${field}.not`);
     return (context) => !inner(context);
@@ -430,9 +458,15 @@ function propertiesOf(message: EngageMessage): Record<string, unknown> | undefin
   return message.type === 'identify' || message.type === 'group' ? message.traits : message.properties;
 }
 
-/** FNV-1a (32 bits) of the normalized definition: short, and stable across processes. */
+/**
+ * The layout of accumulators; raising it makes every stored accumulator one
+ * of "another version", so that none is read in an old layout.
+ */
+const ACCUMULATOR_LAYOUT = 2;
+
+/** FNV-1a (32 bits) of the normalized definition and the layout: short, and stable across processes. */
 function hashOf(kind: ComputationKind, definition: unknown): string {
-  const text = `${kind}:${JSON.stringify(definition)}`;
+  const text = `${ACCUMULATOR_LAYOUT}:${kind}:${JSON.stringify(definition)}`;
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);
@@ -447,7 +481,7 @@ function hashOf(kind: ComputationKind, definition: unknown): string {
  * `before` counts as undefined; ids missing from `after` (deleted
  * computations) are not changes. For a profile's first evaluation, diff
  * against `evaluate(emptyProfileState(), now)` so that audiences it is not in
- * and counts of 0 are not reported.
+ * are not reported as `false`.
  */
 export function diffOutputs(before: Outputs, after: Outputs): Array<[id: string, value: unknown]> {
   const changes: Array<[string, unknown]> = [];

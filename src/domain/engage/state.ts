@@ -44,8 +44,8 @@ export interface Accumulator {
   b?: Array<[number, unknown]>;
   /** most_frequent: value JSON → count (all time) or → [bucket index, count][] (windowed). */
   c?: Record<string, number | Array<[number, number]>>;
-  /** unique_list(_count): value JSON → newest timestamp seen. */
-  u?: Record<string, number>;
+  /** unique_list(_count): [value JSON, newest timestamp seen], sorted by that time. */
+  u?: Array<[string, number]>;
 }
 
 export type FoldName = 'n' | 's' | 'lo' | 'hi' | 'f' | 'l' | 'mf' | 'u';
