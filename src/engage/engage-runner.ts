@@ -247,15 +247,14 @@ export class EngageRunner {
       if (message === undefined) continue;
       const profile = await work.resolve(stored, message);
       const before = profile.current;
-      const hadUserId = hasUserId(profile);
       definitions.model.apply(profile.state, message.engage);
       profile.recentSeqs = [stored.seq, ...profile.recentSeqs].slice(0, RECENT_EVENTS);
       profile.dirty = true;
       const after = definitions.model.evaluate(profile.state, at);
-      const resend = profile.merged || (!hadUserId && hasUserId(profile));
+      const resend = profile.resend;
       messages.push(...this.syncsFor(definitions, profile, before, after, resend, profile.lostMemberships, at));
       profile.current = after;
-      profile.merged = false;
+      profile.resend = false;
       profile.lostMemberships = [];
     }
     const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
@@ -411,7 +410,7 @@ export class EngageRunner {
    */
   private syncsFor(
     definitions: Definitions,
-    profile: WorkingProfile & { merged?: boolean },
+    profile: WorkingProfile,
     before: Outputs,
     after: Outputs,
     resend: boolean,
@@ -577,7 +576,8 @@ function sameJson(a: unknown, b: unknown): boolean {
   return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
 
-type Working = WorkingProfile & { merged: boolean; lostMemberships: string[] };
+/** `resend`: it merged or gained a user id, so its memberships and values go again. */
+type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
 
 /**
  * The profiles one commit changes: loaded once, resolved and merged in
@@ -628,7 +628,7 @@ class ProfileSet {
       current,
       recentSeqs: [...record.recentSeqs],
       dirty: false,
-      merged: false,
+      resend: false,
       lostMemberships: [],
     };
     this.profiles.set(profile.id, profile);
@@ -669,7 +669,7 @@ class ProfileSet {
         current: this.baselineCurrent(),
         recentSeqs: [],
         dirty: true,
-        merged: false,
+        resend: false,
         lostMemberships: [],
       };
       this.profiles.set(profile.id, profile);
@@ -677,10 +677,13 @@ class ProfileSet {
       profile = this.profiles.get(ids[0]!)!;
       for (const otherId of ids.slice(1)) this.mergeInto(profile, this.profiles.get(otherId)!);
     }
+    const hadUserId = hasUserId(profile);
     for (const name of names) {
       profile.identifiers.add(name);
       this.owners.set(name, profile.id);
     }
+    // Gaining a user id: its memberships and values go again, with it.
+    if (!hadUserId && hasUserId(profile)) profile.resend = true;
     return profile;
   }
 
@@ -701,7 +704,7 @@ class ProfileSet {
       if (value === true && survivor.current[id] !== true) survivor.lostMemberships.push(id);
     }
     survivor.recentSeqs = [...survivor.recentSeqs, ...other.recentSeqs].sort((a, b) => b - a).slice(0, RECENT_EVENTS);
-    survivor.merged = true;
+    survivor.resend = true;
     survivor.dirty = true;
     this.forget(other);
   }

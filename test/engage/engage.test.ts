@@ -117,6 +117,20 @@ function engageSuite(name: string, flags: () => Record<string, string>): void {
       assert.deepEqual(events.body.events.map((e: { message: { type: string } }) => e.message.type), ['track', 'alias']);
     });
 
+    it('sends an anonymous member with anonymousId alone, and again with the user id it gains', { timeout: 60_000 }, async () => {
+      const created = await sy.admin('POST', '/audiences', { name: 'Viewers', definition: { performed: { event: 'Viewed Pricing' } }, destinations: [source.id] });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      await eventually(async () => ((await sy.admin('GET', `/audiences/${created.body.id}`)).body.status === 'live' ? true : undefined), 10_000, 'live');
+      await sy.send('/v1/track', source.writeKey, { anonymousId: 'anon-9', event: 'Viewed Pricing' });
+      const anonymous = await eventually(() => syncsOf(receiver, 'viewers').find((s) => s.anonymousId === 'anon-9'), 10_000, 'the anonymous sync');
+      assert.equal(anonymous.userId ?? null, null, 'no user id (the webhook payload says null)');
+      assert.equal(anonymous.traits['viewers'], true);
+      await sy.send('/v1/identify', source.writeKey, { anonymousId: 'anon-9', userId: 'known-9', traits: { name: 'Nine' } });
+      const known = await eventually(() => syncsOf(receiver, 'viewers').find((s) => s.userId === 'known-9'), 10_000, 'the sync with the user id');
+      assert.deepEqual([known.anonymousId, known.traits['viewers']], ['anon-9', true]);
+      assert.equal(syncsOf(receiver, 'viewers').length, 2, 'one sync each time');
+    });
+
     it('answers invalid definitions with the field, key conflicts with 409, unknown profiles with 404', async () => {
       const bad = await sy.admin('POST', '/audiences', { name: 'Bad', definition: { performed: { event: 'X', where: [{ property: 'a', op: '~', value: 1 }] } } });
       assert.equal(bad.status, 400);
