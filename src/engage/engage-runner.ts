@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   type ComputationSpec,
   DefinitionError,
@@ -153,6 +154,9 @@ export class EngageRunner {
         do {
           this.again = false;
           busy = await this.pass();
+          // The SQLite store works synchronously: without this, catching up
+          // on a backlog would keep HTTP requests (ingest!) from being served.
+          await nextTurn();
         } while ((this.again || busy) && !this.stopped);
       } catch (error) {
         this.options.onError(error);
@@ -340,6 +344,7 @@ export class EngageRunner {
       }
       if (!(await store.commitEngage({ ...work.toBatch(false), messages: [], at }))) return; // changed meanwhile: start again
       await this.renewLease();
+      await nextTurn();
     }
     // 2. Every profile: evaluate, store outputs, send each computation's members or values (and what changed in others).
     for (let afterId = ''; ; ) {
@@ -366,6 +371,7 @@ export class EngageRunner {
       const computationsLive = last ? computations.map((c) => ({ id: c.id, version: c.version })) : undefined;
       if (!(await store.commitEngage({ ...work.toBatch(), messages, at, computationsLive }))) return;
       await this.renewLease();
+      await nextTurn();
       if (last) return;
       afterId = ids[ids.length - 1]!;
     }
