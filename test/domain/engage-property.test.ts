@@ -46,7 +46,7 @@ class Generator {
   }
 
   eventCondition(): Record<string, unknown> {
-    const condition: Record<string, unknown> = { event: this.chance(0.8) ? this.pick(EVENTS) : { type: this.pick(['page', 'identify', 'track'] as const) } };
+    const condition: Record<string, unknown> = { event: this.chance(0.8) ? this.pick(EVENTS) : { type: this.pick(['page', 'identify', 'track', 'screen', 'group'] as const) } };
     if (this.chance(0.3)) condition['where'] = [this.pick([{ property: 'revenue', op: '>=', value: 20 }, { property: 'product.sku', op: '=', value: 'a' }, { property: 'plan', op: 'exists' }, { property: 'sku', op: '!=', value: 'b' }])];
     const within = this.pick(WINDOWS);
     if (within !== undefined) condition['within'] = within;
@@ -122,7 +122,12 @@ class Generator {
       if (this.chance(0.3)) traits['sku'] = this.pick(SKUS);
       return { type: 'identify', traits, timestamp };
     }
-    if (kind < 3) return { type: 'page', properties: { sku: this.pick(SKUS), revenue: this.int(50) }, timestamp };
+    if (kind < 3) {
+      const roll = this.int(4);
+      if (roll === 0) return { type: 'screen', properties: { sku: this.pick(SKUS) }, timestamp };
+      if (roll === 1) return { type: 'group', traits: { plan: this.pick(['free', 'pro']), revenue: this.int(50) }, timestamp };
+      return { type: 'page', properties: { sku: this.pick(SKUS), revenue: this.int(50) }, timestamp };
+    }
     const properties: Record<string, unknown> = {};
     if (this.chance(0.8)) properties['revenue'] = this.chance(0.9) ? this.int(60) - 5 : 'n/a';
     if (this.chance(0.7)) properties['sku'] = this.pick(SKUS);
