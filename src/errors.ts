@@ -26,7 +26,10 @@ export const ERROR_CODES = {
   private_receiver: 400,
   invalid_filter: 400,
   unknown_receiver: 400,
+  invalid_definition: 400,
   not_found: 404,
+  profile_not_found: 404,
+  key_conflict: 409,
   delivery_not_failed: 409,
   standard_webhooks_not_enabled: 409,
   // Both

@@ -4,6 +4,8 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { DebuggerAdmin } from './admin/debugger-admin.js';
 import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
+import { EngageAdmin } from './admin/engage-admin.js';
+import { engageRoutes } from './admin/engage-routes.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
 import { RegulationAdmin } from './admin/regulation-admin.js';
 import { ReplayAdmin } from './admin/replay-admin.js';
@@ -16,6 +18,7 @@ import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './http/metrics.js';
 import { buildServer } from './http/server.js';
+import { EngageRunner } from './engage/engage-runner.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { RegulationRunner } from './regulations/regulation-runner.js';
 import { SuppressionList } from './regulations/suppression-list.js';
@@ -64,6 +67,8 @@ export interface RunningSwitchyard {
 const CONFIG_POLL_MS = 1_000;
 const REGULATION_POLL_MS = 5_000;
 const REPLAY_POLL_MS = 2_000;
+/** Also how soon an expiring audience window is noticed without new messages. */
+const ENGAGE_POLL_MS = 1_000;
 const PRUNE_EVERY_MS = 3_600_000;
 // A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
 const MAX_ENTRIES_PER_COMMIT = 1_000;
@@ -135,6 +140,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   await suppressions.start();
   const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
+  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -163,6 +169,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
+        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.definitionsChanged() })),
       ],
     },
   });
@@ -179,6 +186,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   await worker.start();
   runner.start();
   replays.start();
+  engage.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -195,6 +203,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
         await worker.stop();
         await runner.stop();
         await replays.stop();
+        await engage.stop();
         directory.stop();
         suppressions.stop();
         await store.close();

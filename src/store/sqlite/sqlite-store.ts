@@ -8,6 +8,12 @@ import { sha256Hex } from '../../util/crypto.js';
 import type {
   AppendResult,
   ClaimRequest,
+  ComputationKind,
+  ComputationMember,
+  ComputationPatch,
+  ComputationRecord,
+  EngageBatch,
+  ProfileRecord,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
@@ -34,6 +40,7 @@ import type {
   SuppressionRecord,
 } from '../store.js';
 import { DeliveryQueries } from './delivery-queries.js';
+import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
@@ -77,6 +84,7 @@ export class SqliteStore implements Store {
   private deliveries!: DeliveryQueries;
   private regulations!: RegulationQueries;
   private replays!: ReplayQueries;
+  private engage!: EngageQueries;
 
   private constructor(private readonly db: Database) {
     this.events.setMaxListeners(0);
@@ -107,6 +115,7 @@ export class SqliteStore implements Store {
     this.deliveries = new DeliveryQueries(this.db);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
+    this.engage = new EngageQueries(this.db, this.messages);
   }
 
   async ping(): Promise<void> {
@@ -354,6 +363,77 @@ export class SqliteStore implements Store {
 
   async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
     return this.replays.end(id, status, at);
+  }
+
+  // --- engage ------------------------------------------------------------------------
+
+  async insertComputation(computation: ComputationRecord): Promise<boolean> {
+    return this.engage.insertComputation(computation);
+  }
+
+  async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
+    return this.engage.listComputations(kind, sizes);
+  }
+
+  async getComputation(id: string): Promise<ComputationRecord | undefined> {
+    return this.engage.getComputation(id);
+  }
+
+  async updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined> {
+    return this.engage.updateComputation(id, patch, at);
+  }
+
+  async deleteComputation(id: string): Promise<boolean> {
+    return this.engage.deleteComputation(id);
+  }
+
+  async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
+    return this.engage.listMembers(computationId, limit, afterProfileId);
+  }
+
+  async findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>> {
+    return this.engage.findProfileIds(identifiers);
+  }
+
+  async getProfiles(ids: readonly string[]): Promise<ProfileRecord[]> {
+    return this.engage.getProfiles(ids);
+  }
+
+  async listExpiredProfileIds(now: number, limit: number): Promise<string[]> {
+    return this.engage.listExpiredProfileIds(now, limit);
+  }
+
+  async listProfileIds(afterId: string, limit: number): Promise<string[]> {
+    return this.engage.listProfileIds(afterId, limit);
+  }
+
+  async listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]> {
+    return this.engage.listMessagesSince(afterSeq, limit, uptoSeq);
+  }
+
+  async getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]> {
+    return this.engage.getMessagesBySeq(seqs);
+  }
+
+  async getEngageCursor(): Promise<number> {
+    return this.engage.getCursor();
+  }
+
+  async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
+    return this.engage.claimLease(owner, now, ttlMs);
+  }
+
+  async releaseEngageLease(owner: string): Promise<void> {
+    this.engage.releaseLease(owner);
+  }
+
+  async commitEngage(batch: EngageBatch): Promise<boolean> {
+    const committed = this.engage.commit(batch);
+    if (committed && batch.messages.length > 0) {
+      this.emit('messages');
+      if (batch.messages.some((m) => m.destinations.length > 0)) this.emit('deliveries');
+    }
+    return committed;
   }
 
   // --- housekeeping ------------------------------------------------------------------
