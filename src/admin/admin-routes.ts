@@ -19,8 +19,20 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
 
   app.addHook('onRequest', async (request) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-    if (match === null || !auth.verify(match[1]!)) {
-      throw new ApiError('unauthorized', 'send the admin token as "Authorization: Bearer <token>"');
+    if (match === null) throw new ApiError('unauthorized', 'send the admin token as "Authorization: Bearer <token>"');
+    if (!auth.verify(match[1]!)) throw new ApiError('unauthorized', 'the admin token is wrong');
+  });
+
+  // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:
+  // scripts and curl users send all of these. Fastify's body limit still bounds it.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(new ApiError('invalid_request', 'the body is not valid JSON'), undefined);
     }
   });
 

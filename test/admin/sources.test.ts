@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { type TestSwitchyard, basicAuth, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+import { TEST_ADMIN_TOKEN, type TestSwitchyard, basicAuth, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
 const run = promisify(execFile);
 const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
@@ -23,6 +23,32 @@ describe('admin API: sources', () => {
       assert.equal(response.status, 401);
       assert.deepEqual(((await response.json()) as any).error.code, 'unauthorized');
     }
+  });
+
+  it('says whether the token is missing or wrong', async () => {
+    const missing = await fetch(`${sy.url}/admin/v1/sources`);
+    assert.match(((await missing.json()) as any).error.message, /send the admin token as "Authorization: Bearer <token>"/);
+    const wrong = await fetch(`${sy.url}/admin/v1/sources`, { headers: { authorization: 'Bearer wrong-token-000000000' } });
+    assert.equal(((await wrong.json()) as any).error.message, 'the admin token is wrong');
+  });
+
+  it('reads a JSON body whatever its Content-Type, and says when it is not JSON', async () => {
+    for (const contentType of ['application/x-www-form-urlencoded', 'text/plain', undefined]) {
+      const response = await fetch(`${sy.url}/admin/v1/sources`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, ...(contentType !== undefined && { 'content-type': contentType }) },
+        body: JSON.stringify({ name: `typed ${contentType ?? 'none'}` }),
+      });
+      assert.equal(response.status, 201, `${contentType}: ${await response.clone().text()}`);
+      assert.equal(((await response.json()) as any).name, `typed ${contentType ?? 'none'}`);
+    }
+    const notJson = await fetch(`${sy.url}/admin/v1/sources`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: 'name=shop',
+    });
+    assert.equal(notJson.status, 400);
+    assert.deepEqual(((await notJson.json()) as any).error, { code: 'invalid_request', message: 'the body is not valid JSON' });
   });
 
   it('creates the default source on first start', async () => {
