@@ -11,6 +11,7 @@ import { replayRoutes } from './admin/replay-routes.js';
 import { regulationRoutes } from './admin/regulation-routes.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
+import { WebhookTester } from './admin/webhook-test.js';
 import type { Config } from './config.js';
 import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
@@ -132,7 +133,11 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
       auth,
       sources,
       extensions: [
-        deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
+        deliveryRoutes(
+          webhooks,
+          new DeliveryAdmin(store, now),
+          new WebhookTester(store, { allowPrivateReceivers: config.allowPrivateReceivers, userAgent: config.userAgent, timeoutMs: config.deliveryTimeoutMs, now }),
+        ),
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),

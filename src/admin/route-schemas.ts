@@ -196,6 +196,33 @@ export const WEBHOOK_SCHEMAS = documented({
     'x-responses': { 200: ok('The secret', { type: 'object', properties: { secret: { type: 'string' } } }) },
     'x-errors': ['not_found', 'standard_webhooks_not_enabled'],
   },
+  test: {
+    summary: 'Send a test message to every receiver now and show their answers (nothing is stored or retried)',
+    tags: ['webhooks'],
+    params: idParams,
+    'x-responses': {
+      200: ok('One answer per receiver', {
+        type: 'object',
+        properties: {
+          answers: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                url: { type: 'string' },
+                statusCode: { type: 'integer' },
+                error: { type: 'string' },
+                durationMs: { type: 'integer' },
+                body: { type: 'string', description: 'The first 2 KB of the answer' },
+                bodyTruncated: { type: 'boolean' },
+              },
+            },
+          },
+        },
+      }),
+    },
+    'x-errors': ['not_found'],
+  },
   rotateStandardSecret: {
     summary: 'Rotate the Standard Webhooks secret; the old one keeps signing for overlapSeconds',
     tags: ['webhooks'],
