@@ -4,6 +4,8 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { DebuggerAdmin } from './admin/debugger-admin.js';
 import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
+import { OverviewAdmin } from './admin/overview-admin.js';
+import { overviewRoutes } from './admin/overview-routes.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
 import { RegulationAdmin } from './admin/regulation-admin.js';
 import { ReplayAdmin } from './admin/replay-admin.js';
@@ -141,6 +143,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
+        overviewRoutes(new OverviewAdmin(store, now)),
       ],
     },
   });

@@ -359,3 +359,29 @@ export const REPLAY_SCHEMAS = documented({
     'x-errors': ['not_found'],
   },
 });
+
+const perMinute: JsonSchema = { type: 'object', additionalProperties: { type: 'array', items: { type: 'integer' } } };
+
+export const OVERVIEW_SCHEMAS = documented({
+  traffic: {
+    summary: 'Messages received per minute by status, and delivery rounds per minute by outcome (every node counted)',
+    tags: ['overview'],
+    querystring: { type: 'object', properties: { minutes: { type: 'string', description: 'How many minutes back, 1 to 1440 (default 60)' } } },
+    'x-responses': {
+      200: ok('One count per minute of the range, oldest first', {
+        type: 'object',
+        properties: {
+          from: time,
+          to: time,
+          minutes: { type: 'array', items: time },
+          messages: { type: 'object', properties: { total: { type: 'integer' }, byStatus: perMinute } },
+          deliveries: {
+            type: 'object',
+            properties: { total: { type: 'integer' }, byOutcome: { ...perMinute, description: 'succeeded, retried (will be tried again), failed (gave up)' } },
+          },
+        },
+      }),
+    },
+    'x-errors': ['invalid_request'],
+  },
+});

@@ -199,6 +199,17 @@ describeBrowser('the web console in Chromium', () => {
     await page.getByText('No deliveries match.').waitFor();
   });
 
+  it('charts the messages received and the delivery outcomes of the last hour', async () => {
+    await page.getByRole('link', { name: 'Overview' }).click();
+    // Four tracks were sent with the write key; two deliveries failed for good before their retries.
+    await page.getByRole('heading', { name: 'Messages received: 4' }).waitFor();
+    const deliveries = page.getByRole('figure', { name: /Deliveries by outcome/ });
+    assert.match((await deliveries.locator('.legend').textContent()) ?? '', /failed: 2/);
+    assert.match((await page.getByRole('img', { name: /Messages received per minute/ }).getAttribute('aria-label')) ?? '', /4 messages \(4 accepted, 0 rejected/);
+    await assertAccessible(page, 'the overview page');
+    await screenshot(page, 'overview');
+  });
+
   it('creates a regulation and lists it with its status per source', async () => {
     await page.getByRole('link', { name: 'Regulations' }).click();
     await page.getByLabel('Type').selectOption('SUPPRESS_ONLY');

@@ -10,6 +10,7 @@ import { eventually } from '../helpers/switchyard.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
+import { describeTrafficContract } from './traffic-contract.js';
 
 const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
 
@@ -30,6 +31,7 @@ await describePostgres('PostgreSQL store', () => {
   describeStoreContract('postgres', openFresh);
   describeRegulationsContract('postgres', openFresh);
   describeReplaysContract('postgres', openFresh);
+  describeTrafficContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
     let db: FreshDatabase;

@@ -5,6 +5,7 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
+import { describeTrafficContract } from './traffic-contract.js';
 
 const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promise<void> }> => {
   const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-store-'));
@@ -22,3 +23,4 @@ const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promis
 describeStoreContract('sqlite', openSqlite);
 describeRegulationsContract('sqlite', openSqlite);
 describeReplaysContract('sqlite', openSqlite);
+describeTrafficContract('sqlite', openSqlite);

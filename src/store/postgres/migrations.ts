@@ -174,6 +174,18 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN replay_id text;
   CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
   `,
+  // per-minute traffic counters for the console's overview (src/domain/traffic.ts),
+  // sharded so that nodes counting the same minute do not wait on one row.
+  `
+  CREATE TABLE traffic_minutes (
+    minute bigint NOT NULL,
+    metric text NOT NULL,
+    status text NOT NULL,
+    shard  smallint NOT NULL,
+    count  bigint NOT NULL,
+    PRIMARY KEY (minute, metric, status, shard)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -153,6 +153,16 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN replay_id TEXT;
   CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
   `,
+  // 5: per-minute traffic counters for the console's overview (src/domain/traffic.ts)
+  `
+  CREATE TABLE traffic_minutes (
+    minute INTEGER NOT NULL,
+    metric TEXT NOT NULL,
+    status TEXT NOT NULL,
+    count  INTEGER NOT NULL,
+    PRIMARY KEY (minute, metric, status)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
