@@ -90,6 +90,8 @@ export async function api<T>(method: string, route: string, body?: unknown): Pro
 export interface StreamEvent {
   readonly id: string | undefined;
   readonly data: string;
+  /** The text of a comment-only block (`: skipped 120 messages; …`); data is then empty. */
+  readonly comment?: string;
 }
 
 /**
@@ -124,12 +126,15 @@ export async function readEventStream(
       const events: StreamEvent[] = [];
       for (const block of blocks) {
         let id: string | undefined;
+        let comment: string | undefined;
         const data: string[] = [];
         for (const line of block.split('\n')) {
           if (line.startsWith('id:')) id = line.slice(3).trim();
           else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+          else if (line.startsWith(':')) comment = line.slice(1).trim();
         }
         if (data.length > 0) events.push({ id, data: data.join('\n') });
+        else if (comment !== undefined) events.push({ id, data: '', comment });
       }
       if (events.length > 0) onEvents(events);
     }

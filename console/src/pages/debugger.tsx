@@ -45,6 +45,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
   const [connection, setConnection] = useState('connecting');
   const [streamError, setStreamError] = useState<unknown>(undefined);
   const [scrollTop, setScrollTop] = useState(0);
+  const [skipped, setSkipped] = useState(0);
 
   useEffect(() => {
     const abort = new AbortController();
@@ -79,6 +80,10 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
           await readEventStream(`/sources/${sourceId}/debugger/stream`, lastId, abort.signal, (events) => {
             const parsed: DebuggerEntry[] = [];
             for (const event of events) {
+              // The server skips a reader that falls far behind to the newest messages, and says how many it passed over.
+              const passedOver = /^skipped (\d+) messages/.exec(event.comment ?? '');
+              if (passedOver !== null) setSkipped((n) => n + Number(passedOver[1]));
+              if (event.data === '') continue;
               try {
                 parsed.push(JSON.parse(event.data) as DebuggerEntry);
                 if (event.id !== undefined) lastId = event.id;
@@ -153,6 +158,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
           {paused ? `Paused; ${held} new ${held === 1 ? 'message' : 'messages'} held` : connection === 'live' ? 'Live' : connection === 'reconnecting' ? 'Reconnecting…' : 'Connecting…'}
           {' · '}
           {filtered.length} shown of {shown.length}
+          {skipped > 0 && ` · ${skipped} skipped while catching up`}
         </span>
       </div>
       {streamError !== undefined && <p class="error" role="alert">{errorText(streamError)}</p>}

@@ -56,6 +56,8 @@ const WIDTH = 600;
 const HEIGHT = 200;
 const LEFT = 40;
 const BOTTOM = 20;
+/** Room above the plot for the top label. */
+const TOP = 10;
 
 /** A stacked bar chart, one bar a minute, with the same numbers in a table for screen readers. */
 function Chart({ id, title, unit, minutes, series, total }: { id: string; title: string; unit: string; minutes: string[]; series: Record<string, number[]>; total: number }) {
@@ -63,9 +65,9 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
   const sums = minutes.map((_, i) => names.reduce((sum, name) => sum + (series[name]?.[i] ?? 0), 0));
   const peak = Math.max(1, ...sums);
   const plotWidth = WIDTH - LEFT;
-  const plotHeight = HEIGHT - BOTTOM;
+  const plotHeight = HEIGHT - BOTTOM - TOP;
   const barWidth = plotWidth / Math.max(1, minutes.length);
-  const y = (value: number): number => plotHeight - (value / peak) * plotHeight;
+  const y = (value: number): number => TOP + plotHeight - (value / peak) * plotHeight;
   const clock = (iso: string): string => new Date(iso).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hour12: false });
   const totals = names.map((name) => `${(series[name] ?? []).reduce((a, b) => a + b, 0)} ${name}`).join(', ');
   return (
@@ -74,7 +76,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
         {title}: {total}
       </h2>
       <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${title} per minute over the last hour: ${total} ${unit} (${totals})`}>
-        <line x1={LEFT} y1={plotHeight} x2={WIDTH} y2={plotHeight} stroke="#6b7684" />
+        <line x1={LEFT} y1={y(0)} x2={WIDTH} y2={y(0)} stroke="#6b7684" />
         {[0, 0.5, 1].map((share) => (
           <g key={share}>
             <line x1={LEFT} x2={WIDTH} y1={y(peak * share)} y2={y(peak * share)} stroke="#e3e7eb" />

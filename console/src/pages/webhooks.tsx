@@ -45,7 +45,8 @@ function toReceiver(form: ReceiverForm): Receiver {
 }
 
 /** Which input a validation error belongs to: `url-1`, `headers-0`, `secret`, or the form as a whole. */
-function fieldOf(error: unknown): string {
+function fieldOf(error: unknown): string | undefined {
+  if (error === undefined) return undefined;
   if (!(error instanceof ApiError)) return 'form';
   const field = error.field ?? '';
   const receiver = /^settings\.webhooks\[(\d+)\](?:\.(\w+))?/.exec(field);
