@@ -31,14 +31,20 @@ export interface Rig {
   readonly source: SourceRecord;
   /** `Basic …` for the source's write key. */
   readonly authorization: string;
+  /** For admin calls to the rig's servers (see `admin`). */
+  readonly adminToken: string;
   /** Prefix of the prefilled messageIds (the baseline poster rebuilds the same bodies from it). */
   readonly idPrefix: string;
   /** `receivedAt` of every prefilled message. */
   readonly receivedAt: number;
   /** Starts `switchyard serve` on the rig's store; profiled when --cpu-prof is given and `profile` is set. */
   launch(label: string, profile: boolean): Promise<Target>;
-  /** Appends `count` accepted messages (one pending webhooks delivery each) after those already there. Switchyard must be stopped. */
-  prefill(count: number, onProgress?: (done: number) => void): Promise<PrefillFigures>;
+  /**
+   * Appends `count` accepted messages (one pending webhooks delivery each, or
+   * none with `deliveries: false`: stored history, e.g. for a replay) after
+   * those already there. Switchyard must be stopped.
+   */
+  prefill(count: number, onProgress?: (done: number) => void, options?: { readonly deliveries?: boolean }): Promise<PrefillFigures>;
   close(): Promise<void>;
 }
 
@@ -123,10 +129,11 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
       receiver,
       source,
       authorization: `Basic ${Buffer.from(`${source.writeKey}:`).toString('base64')}`,
+      adminToken,
       idPrefix,
       receivedAt,
       launch,
-      async prefill(count, onProgress) {
+      async prefill(count, onProgress, { deliveries = true } = {}) {
         const store = openStore();
         const started = performance.now();
         try {
@@ -136,7 +143,11 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
           const makeEntries = entryMaker(stored, { idPrefix, receivedAt });
           for (let done = 0; done < count; ) {
             const size = Math.min(PREFILL_CHUNK, count - done);
-            const results = await store.appendMessages(makeEntries(prefilled + done, size), receivedAt - DEDUPLICATION_WINDOW_MS);
+            const entries = makeEntries(prefilled + done, size);
+            const results = await store.appendMessages(
+              deliveries ? entries : entries.map((entry) => ({ ...entry, destinations: [] })),
+              receivedAt - DEDUPLICATION_WINDOW_MS,
+            );
             const refused = results.filter((result) => result.status !== 'accepted').length;
             if (refused > 0) throw new Error(`prefill: ${refused} of ${size} messages were not stored as accepted`);
             done += size;
@@ -158,7 +169,8 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
   }
 }
 
-async function admin(url: string, token: string, method: string, path: string, body: unknown, expect: number): Promise<Record<string, unknown>> {
+/** One admin API call with the rig's token; throws unless it answers `expect`. */
+export async function admin(url: string, token: string, method: string, path: string, body: unknown, expect: number): Promise<Record<string, unknown>> {
   const response = await fetch(`${url}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
