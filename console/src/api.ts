@@ -105,6 +105,7 @@ export async function readEventStream(
   lastEventId: string | undefined,
   signal: AbortSignal,
   onEvents: (events: StreamEvent[]) => void,
+  onOpen: () => void = () => undefined,
 ): Promise<void> {
   const token = storedToken();
   if (token === undefined) throw new ApiError(401, 'unauthorized', 'not signed in');
@@ -114,6 +115,7 @@ export async function readEventStream(
   if (response.status === 401) onUnauthorized();
   if (!response.ok) throw await errorOf(response);
   if (response.body === null) return;
+  onOpen();
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   try {

@@ -172,7 +172,7 @@ describeBrowser('the web console in Chromium', () => {
       assert.equal((await sy.send('/v1/batch', burst.writeKey, { batch })).status, 200);
     }
     // Every message shows, unless the stream fell more than 1,000 behind and skipped some, which the page then says.
-    await page.getByRole('status').filter({ hasText: /(2000 shown of 2000|skipped while catching up)/ }).waitFor();
+    await page.locator('.counts').filter({ hasText: /(2000 shown of 2000|skipped while catching up)/ }).waitFor();
     await page.locator('button.message').filter({ hasText: 'Burst 1999 ·' }).waitFor();
     const rendered = await page.locator('.message-list li').count();
     assert.ok(rendered > 0 && rendered <= 40, `rendered ${rendered} rows for 2,000 messages`);

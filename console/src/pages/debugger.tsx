@@ -67,7 +67,9 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
       try {
         const recent = await api<{ messages: DebuggerEntry[] }>('GET', `/sources/${sourceId}/debugger?limit=100`);
         entries.current = recent.messages;
-        lastId = recent.messages[0] === undefined ? undefined : String(recent.messages[0].seq);
+        // The stream carries on after the newest message listed (after seq 0 when there was none),
+        // so that nothing arriving between the list and the stream's start is missed.
+        lastId = String(recent.messages[0]?.seq ?? 0);
         flush();
       } catch (failed) {
         setStreamError(failed);
@@ -75,8 +77,10 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
       }
       while (!abort.signal.aborted) {
         try {
-          setConnection('live');
-          setStreamError(undefined);
+          const opened = (): void => {
+            setConnection('live');
+            setStreamError(undefined);
+          };
           await readEventStream(`/sources/${sourceId}/debugger/stream`, lastId, abort.signal, (events) => {
             const parsed: DebuggerEntry[] = [];
             for (const event of events) {
@@ -92,7 +96,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
               }
             }
             add(parsed);
-          });
+          }, opened);
         } catch (failed) {
           if (abort.signal.aborted) return;
           setStreamError(failed);
@@ -156,7 +160,9 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
         </label>
         <span class="status" role="status" aria-live="polite">
           {paused ? `Paused; ${held} new ${held === 1 ? 'message' : 'messages'} held` : connection === 'live' ? 'Live' : connection === 'reconnecting' ? 'Reconnecting…' : 'Connecting…'}
-          {' · '}
+        </span>
+        {/* Outside the live region: counts that change with every message would keep a screen reader talking. */}
+        <span class="status counts">
           {filtered.length} shown of {shown.length}
           {skipped > 0 && ` · ${skipped} skipped while catching up`}
         </span>

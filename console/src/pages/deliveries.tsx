@@ -139,7 +139,7 @@ export function DeliveriesPage({ route }: { route: Route }) {
           </tbody>
         </table>
       )}
-      {selectedId !== '' && <Attempts key={`${selectedId}-${deliveries?.length ?? 0}`} id={selectedId} onClose={() => go({ delivery: '' })} />}
+      {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} />}
     </section>
   );
 }
