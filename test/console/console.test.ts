@@ -263,8 +263,18 @@ describeBrowser('the web console in Chromium', () => {
     await page.getByRole('button', { name: 'Enable store' }).waitFor();
     assert.equal((await sy.admin('GET', `/sources/${source.id}`)).body.enabled, false);
 
-    await page.getByRole('button', { name: 'Delete store' }).click();
+    // From the keyboard: the confirmation takes the focus on its destructive button; Tab reaches "Keep it".
+    await page.getByRole('button', { name: 'Delete store' }).focus();
+    await page.keyboard.press('Enter');
     const dialog = page.getByRole('alertdialog');
+    await dialog.waitFor();
+    assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), 'Delete store for good');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await dialog.waitFor({ state: 'detached' });
+    assert.equal((await sy.admin('GET', `/sources/${source.id}`)).status, 200, 'keeping it deletes nothing');
+
+    await page.getByRole('button', { name: 'Delete store' }).click();
     assert.match((await dialog.textContent()) ?? '', /stored messages, deliveries/);
     await assertAccessible(page, 'the delete confirmation');
     await dialog.getByRole('button', { name: 'Delete store for good' }).click();

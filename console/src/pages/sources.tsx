@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Source } from '../api.js';
 import type { Route } from '../main.js';
 import { ErrorMessage, PageTitle, Status, formatTime, useSources } from '../ui.js';
@@ -65,6 +65,19 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
   const [newName, setNewName] = useState(source.name);
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
+  const deleteButton = useRef<HTMLButtonElement>(null);
+  const confirmButton = useRef<HTMLButtonElement>(null);
+  const wasConfirming = useRef(false);
+  const nameInput = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    if (renaming) nameInput.current?.select();
+  }, [renaming]);
+  // The confirmation takes the focus so the keyboard lands on it; cancelling gives it back.
+  useEffect(() => {
+    if (confirming) confirmButton.current?.focus();
+    else if (wasConfirming.current) deleteButton.current?.focus();
+    wasConfirming.current = confirming;
+  }, [confirming]);
 
   const run = async (action: () => Promise<unknown>, notice: string): Promise<void> => {
     try {
@@ -101,7 +114,7 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
           >
             <label class="inline">
               Name of {source.name}
-              <input required value={newName} onInput={(event) => setNewName((event.target as HTMLInputElement).value)} />
+              <input required ref={nameInput} value={newName} onInput={(event) => setNewName((event.target as HTMLInputElement).value)} />
             </label>
             <button type="submit">Save name</button>
             <button type="button" class="secondary" onClick={() => setRenaming(false)}>
@@ -140,7 +153,7 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
         >
           {source.enabled ? 'Disable' : 'Enable'}
         </button>
-        <button type="button" class="danger" onClick={() => setConfirming(true)} aria-label={`Delete ${source.name}`}>
+        <button type="button" class="danger" ref={deleteButton} onClick={() => setConfirming(true)} aria-label={`Delete ${source.name}`}>
           Delete
         </button>
         {confirming && (
@@ -152,8 +165,8 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
             <button
               type="button"
               class="danger"
+              ref={confirmButton}
               onClick={() => void run(() => api('DELETE', `/sources/${source.id}`), `Deleted ${source.name}.`)}
-              autoFocus
             >
               Delete {source.name} for good
             </button>
