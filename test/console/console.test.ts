@@ -268,7 +268,7 @@ describeBrowser('the web console in Chromium', () => {
     await page.keyboard.press('Enter');
     const dialog = page.getByRole('alertdialog');
     await dialog.waitFor();
-    assert.equal(await page.evaluate(() => (globalThis as any).document.activeElement?.textContent), 'Delete store for good');
+    await page.waitForFunction(() => (globalThis as any).document.activeElement?.textContent === 'Delete store for good');
     await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await dialog.waitFor({ state: 'detached' });

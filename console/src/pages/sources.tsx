@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, type Source } from '../api.js';
 import type { Route } from '../main.js';
 import { ErrorMessage, PageTitle, Status, formatTime, useSources } from '../ui.js';
@@ -69,11 +69,11 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
   const confirmButton = useRef<HTMLButtonElement>(null);
   const wasConfirming = useRef(false);
   const nameInput = useRef<HTMLInputElement>(null);
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (renaming) nameInput.current?.select();
   }, [renaming]);
   // The confirmation takes the focus so the keyboard lands on it; cancelling gives it back.
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (confirming) confirmButton.current?.focus();
     else if (wasConfirming.current) deleteButton.current?.focus();
     wasConfirming.current = confirming;
