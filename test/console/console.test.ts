@@ -241,6 +241,24 @@ describeBrowser('the web console in Chromium', () => {
     await screenshot(page, 'overview');
   });
 
+  it('pages through deliveries, newest first', async () => {
+    const paged = await sy.createSource('paged');
+    assert.equal((await sy.admin('PUT', `/sources/${paged.id}/destinations/webhooks`, { settings: { webhooks: [{ url: receiver.url }] } })).status, 200);
+    const batch = Array.from({ length: 101 }, (_, i) => ({ type: 'track', userId: 'pager', event: `Page ${i}` }));
+    assert.equal((await sy.send('/v1/batch', paged.writeKey, { batch })).status, 200);
+    const all = await listDeliveries(sy, paged.id);
+    assert.equal(all.length, 101);
+    await page.goto(`${sy.url}/console#/deliveries?source=${paged.id}`);
+    await page.locator(`tr[data-delivery-id="${all[0].id}"]`).waitFor();
+    assert.equal(await page.locator('tr[data-delivery-id]').count(), 100);
+    await page.getByRole('button', { name: 'Older deliveries' }).click();
+    await page.locator(`tr[data-delivery-id="${all[100].id}"]`).waitFor();
+    assert.equal(await page.locator('tr[data-delivery-id]').count(), 1);
+    await page.getByRole('button', { name: 'Newest deliveries' }).click();
+    await page.locator(`tr[data-delivery-id="${all[0].id}"]`).waitFor();
+    await sy.admin('DELETE', `/sources/${paged.id}`);
+  });
+
   it('creates a regulation and lists it with its status per source', async () => {
     await page.getByRole('link', { name: 'Regulations' }).click();
     await page.getByLabel('Type').selectOption('SUPPRESS_ONLY');

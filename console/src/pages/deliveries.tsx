@@ -19,16 +19,24 @@ export function DeliveriesPage({ route }: { route: Route }) {
   const sourceId = route.params.get('source') ?? '';
   const status = route.params.get('status') ?? '';
   const selectedId = route.params.get('delivery') ?? '';
+  /** Paging: only deliveries older than this id (the API's `beforeId`). */
+  const beforeId = route.params.get('before') ?? '';
   const [notice, setNotice] = useState('');
   const [actionError, setActionError] = useState<unknown>(undefined);
   const [since, setSince] = useState(anHourAgo);
-  const query = new URLSearchParams({ limit: String(PAGE_SIZE), ...(sourceId !== '' && { sourceId }), ...(status !== '' && { status }) });
+  const query = new URLSearchParams({
+    limit: String(PAGE_SIZE),
+    ...(sourceId !== '' && { sourceId }),
+    ...(status !== '' && { status }),
+    ...(beforeId !== '' && { beforeId }),
+  });
   const { value: deliveries, error, reload } = useLoad(async () => (await api<{ deliveries: Delivery[] }>('GET', `/deliveries?${query.toString()}`)).deliveries, [
     sourceId,
     status,
+    beforeId,
   ]);
   const go = (change: Record<string, string>): void => {
-    const params = { source: sourceId, status, delivery: selectedId, ...change };
+    const params = { source: sourceId, status, delivery: selectedId, before: beforeId, ...change };
     navigate('deliveries', Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')));
   };
 
@@ -53,10 +61,10 @@ export function DeliveriesPage({ route }: { route: Route }) {
       <PageTitle>Deliveries</PageTitle>
       <ErrorMessage error={sourcesError} />
       <div class="row toolbar">
-        {sources !== undefined && <SourcePicker sources={sources} value={sourceId} allowAll onChange={(id) => go({ source: id, delivery: '' })} />}
+        {sources !== undefined && <SourcePicker sources={sources} value={sourceId} allowAll onChange={(id) => go({ source: id, delivery: '', before: '' })} />}
         <label class="inline">
           Status
-          <select value={status} onChange={(event) => go({ status: (event.target as HTMLSelectElement).value, delivery: '' })}>
+          <select value={status} onChange={(event) => go({ status: (event.target as HTMLSelectElement).value, delivery: '', before: '' })}>
             <option value="">Any status</option>
             {STATUSES.map((s) => (
               <option key={s} value={s}>
@@ -138,6 +146,20 @@ export function DeliveriesPage({ route }: { route: Route }) {
             ))}
           </tbody>
         </table>
+      )}
+      {deliveries !== undefined && (beforeId !== '' || deliveries.length === PAGE_SIZE) && (
+        <nav class="row" aria-label="Pages of deliveries">
+          {beforeId !== '' && (
+            <button type="button" class="secondary" onClick={() => go({ before: '', delivery: '' })}>
+              Newest deliveries
+            </button>
+          )}
+          {deliveries.length === PAGE_SIZE && (
+            <button type="button" class="secondary" onClick={() => go({ before: String(deliveries.at(-1)!.id), delivery: '' })}>
+              Older deliveries
+            </button>
+          )}
+        </nav>
       )}
       {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} />}
     </section>
