@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { backlogBenches } from './backlog.js';
 import { deliveryBenches } from './delivery.js';
 import { deliveryFeatureBenches } from './delivery-features.js';
+import { engageBenches } from './engage.js';
 import { ingestBenches } from './ingest.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
@@ -25,7 +26,7 @@ import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline, type Target, waitHealthy, watchChild } from './lib/target.js';
 
-const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...deliveryFeatureBenches, ...backlogBenches, ...scalingBenches];
+const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...deliveryFeatureBenches, ...engageBenches, ...backlogBenches, ...scalingBenches];
 
 const USAGE = `usage: npm run bench -- [options]
   --only NAME[,NAME]   run only these benches (${BENCHES.map((b) => b.name).join(', ')})

@@ -11,10 +11,11 @@ import { backlogFairness } from './backlog-fairness.js';
 import { diskFull } from './disk-full.js';
 import { type Scenario, type ScenarioResult, Scope } from './lib/harness.js';
 import { killUnderLoad } from './kill-under-load.js';
+import { pipelineFlood } from './pipeline-flood.js';
 import { receiverOutage } from './receiver-outage.js';
 import { slowAndEndlessClients } from './slow-clients.js';
 
-const SCENARIOS: readonly Scenario[] = [killUnderLoad, receiverOutage, backlogFairness, slowAndEndlessClients, diskFull];
+const SCENARIOS: readonly Scenario[] = [killUnderLoad, receiverOutage, backlogFairness, slowAndEndlessClients, pipelineFlood, diskFull];
 
 const USAGE = `usage: npm run chaos -- [options]
   --only NAME[,NAME]   run only these scenarios (${SCENARIOS.map((s) => s.name).join(', ')})

@@ -27,6 +27,12 @@ export interface Config {
   /** How long stored messages and finished deliveries are kept. */
   readonly retentionMs: number;
   readonly logLevel: string;
+  /**
+   * The URL browsers reach this server at (`https://collect.example.com`),
+   * used in what the browser libraries are told; undefined: taken from each
+   * request's Host.
+   */
+  readonly publicUrl: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -54,6 +60,7 @@ const SETTINGS = {
   trustProxy: { flag: 'trust-proxy', env: 'SWITCHYARD_TRUST_PROXY' },
   retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS' },
   logLevel: { flag: 'log-level', env: 'LOG_LEVEL' },
+  publicUrl: { flag: 'public-url', env: 'SWITCHYARD_PUBLIC_URL' },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The `serve` flags this config understands, for the CLI's help text. */
@@ -111,6 +118,11 @@ export function loadConfig(
     throw new ConfigError(`${describe(SETTINGS.adminToken)} must be at least 16 characters`);
   }
   const DAY_MS = 24 * 3_600_000;
+  const publicUrlValue = raw(SETTINGS.publicUrl);
+  const publicUrl = publicUrlValue === undefined ? undefined : parsePublicUrl(publicUrlValue);
+  if (publicUrl === null) {
+    throw new ConfigError(`${describe(SETTINGS.publicUrl)} must be an http:// or https:// URL with no query, fragment or user, like https://collect.example.com, got ${JSON.stringify(publicUrlValue)}`);
+  }
 
   return Object.freeze({
     port: integer(SETTINGS.port, 8080, 0, 65_535),
@@ -128,5 +140,24 @@ export function loadConfig(
     trustProxy: boolean(SETTINGS.trustProxy, false),
     retentionMs: integer(SETTINGS.retentionHours, 7 * 24, 25, 10 * 365 * 24) * 3_600_000,
     logLevel: raw(SETTINGS.logLevel) ?? 'info',
+    publicUrl,
   });
+}
+
+/**
+ * A public URL as the browser libraries get it: scheme, host, optional port
+ * and path prefix (a proxy may serve Switchyard under one), no trailing slash.
+ * Null when it is not such a URL.
+ */
+function parsePublicUrl(value: string): string | null {
+  if (value.length > 2_000) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '' || value.includes('?') || value.includes('#')) return null;
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }

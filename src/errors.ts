@@ -15,6 +15,10 @@ export const ERROR_CODES = {
   invalid_write_key: 401,
   storage_unavailable: 503,
   overloaded: 503,
+  // Browser libraries' settings, bundle and source config
+  unknown_write_key: 404,
+  invalid_host: 400,
+  file_not_found: 404,
   // Admin API: {"error":{"code":…,"message":…}}
   unauthorized: 401,
   invalid_request: 400,
@@ -22,7 +26,10 @@ export const ERROR_CODES = {
   private_receiver: 400,
   invalid_filter: 400,
   unknown_receiver: 400,
+  invalid_definition: 400,
   not_found: 404,
+  profile_not_found: 404,
+  key_conflict: 409,
   delivery_not_failed: 409,
   standard_webhooks_not_enabled: 409,
   // Both

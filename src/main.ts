@@ -4,6 +4,8 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { DebuggerAdmin } from './admin/debugger-admin.js';
 import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
+import { EngageAdmin } from './admin/engage-admin.js';
+import { engageRoutes } from './admin/engage-routes.js';
 import { OverviewAdmin } from './admin/overview-admin.js';
 import { overviewRoutes } from './admin/overview-routes.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
@@ -19,15 +21,20 @@ import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './http/metrics.js';
 import { buildServer } from './http/server.js';
+import { EngageRunner } from './engage/engage-runner.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { RegulationRunner } from './regulations/regulation-runner.js';
 import { SuppressionList } from './regulations/suppression-list.js';
 import { ReplayRunner } from './replays/replay-runner.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { PostgresStore } from './store/postgres/postgres-store.js';
+import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 import type { Store } from './store/store.js';
 import { newMessageId } from './util/ids.js';
+
+/** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
+export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
 
 /**
  * The only place that picks a store adapter. Resolves a migrated store.
@@ -63,6 +70,8 @@ export interface RunningSwitchyard {
 const CONFIG_POLL_MS = 1_000;
 const REGULATION_POLL_MS = 5_000;
 const REPLAY_POLL_MS = 2_000;
+/** Also how soon an expiring audience window is noticed without new messages. */
+const ENGAGE_POLL_MS = 1_000;
 const PRUNE_EVERY_MS = 3_600_000;
 // A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
 const MAX_ENTRIES_PER_COMMIT = 1_000;
@@ -91,8 +100,30 @@ const MAX_COMMIT_BACKLOG_BYTES = 16 * 1024 * 1024;
  */
 const MAX_COMMIT_BACKLOG_REQUESTS = 2 * MAX_ENTRIES_PER_COMMIT;
 
-/** Starts `serve`: the HTTP server and the background loops over one store. */
+/**
+ * Starts `serve`: the HTTP server and the background loops over one store.
+ * On the SQLite store it first takes the data folder for this process
+ * (throws `DataDirInUseError` when another `serve` holds it), before anything
+ * reads or writes the store, and lets it go when closed.
+ */
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {
+  const lock: DataDirLock | undefined =
+    config.databaseUrl === undefined && config.dataDir !== ':memory:' ? lockDataDir(config.dataDir) : undefined;
+  let running: RunningSwitchyard;
+  try {
+    running = await startServing(config, logger);
+  } catch (error) {
+    lock?.release();
+    throw error;
+  }
+  return {
+    port: running.port,
+    store: running.store,
+    close: () => running.close().finally(() => lock?.release()),
+  };
+}
+
+async function startServing(config: Config, logger: Logger): Promise<RunningSwitchyard> {
   const store = await openStore(config, logger);
   const now = Date.now;
   const preparing = Date.now();
@@ -112,6 +143,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   await suppressions.start();
   const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
+  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
 
   const committer = new GroupCommitter(store, {
     now,
@@ -131,6 +163,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
     store,
     metrics,
     tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
+    browser: { directory, publicUrl: config.publicUrl },
     admin: {
       auth,
       sources,
@@ -143,6 +176,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
+        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.definitionsChanged() })),
         overviewRoutes(new OverviewAdmin(store, now)),
       ],
     },
@@ -160,6 +194,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   await worker.start();
   runner.start();
   replays.start();
+  engage.start();
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -176,6 +211,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
         await worker.stop();
         await runner.stop();
         await replays.stop();
+        await engage.stop();
         directory.stop();
         suppressions.stop();
         await store.close();

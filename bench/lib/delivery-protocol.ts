@@ -20,6 +20,13 @@ export interface ReceiverReset {
   readonly latency: boolean;
   /** Latencies above this count as slow in `perSecond` (latency phases only). */
   readonly slowMs?: number;
+  /**
+   * What a latency phase times: `messages` (default) as above; `engage-syncs`
+   * the computed-trait identify messages Switchyard sends (`context.personas`
+   * set), timed by their trait `bench_sent_at_ms` (the send time of the
+   * measured message that changed it); every other POST is counted, not timed.
+   */
+  readonly latencyOf?: 'messages' | 'engage-syncs';
 }
 
 export type ReceiverLine =
@@ -82,6 +89,8 @@ export interface SenderArgs {
   readonly durationSec: number;
   readonly idPrefix: string;
   readonly connections: number;
+  /** userIds cycle through `user-0` … `user-<users - 1>` (default 5,000, as the ingest payload does). */
+  readonly users?: number;
 }
 
 export type SenderLine =

@@ -26,6 +26,7 @@ let marks = new Set<number>();
 let latency: LatencyHistogram | undefined;
 let histogram = new LatencyHistogram();
 let slowMs = Infinity;
+let latencyOf: NonNullable<ReceiverReset['latencyOf']> = 'messages';
 let firstSentAt: number | undefined;
 let perSecond: Array<{ second: number; messages: number; slow: number; maxMs: number }> = [];
 
@@ -40,6 +41,7 @@ function reset(request: ReceiverReset): void {
   histogram = new LatencyHistogram();
   latency = request.latency ? histogram : undefined;
   slowMs = request.slowMs ?? Infinity;
+  latencyOf = request.latencyOf ?? 'messages';
   firstSentAt = undefined;
   perSecond = [];
 }
@@ -69,6 +71,22 @@ function answer(response: http.ServerResponse, status: number, body: string): vo
   response.end(body);
 }
 
+interface BenchBody {
+  readonly properties?: { readonly sentAtMs?: unknown; readonly benchPhase?: unknown };
+  readonly traits?: { readonly bench_sent_at_ms?: unknown };
+  readonly context?: { readonly personas?: unknown };
+}
+
+/** The send time to time this POST by, or undefined when the phase does not time it. */
+function measuredSendTime(body: BenchBody): number | undefined {
+  if (latencyOf === 'engage-syncs') {
+    const sentAtMs = body.traits?.bench_sent_at_ms;
+    return body.context?.personas !== undefined && typeof sentAtMs === 'number' ? sentAtMs : undefined;
+  }
+  const properties = body.properties;
+  return properties?.benchPhase === 'measured' && typeof properties.sentAtMs === 'number' ? properties.sentAtMs : undefined;
+}
+
 function onHook(request: http.IncomingMessage, response: http.ServerResponse): void {
   const chunks: Buffer[] | undefined = latency === undefined ? undefined : [];
   if (request.headers['x-signature'] !== undefined) signed += 1;
@@ -81,10 +99,10 @@ function onHook(request: http.IncomingMessage, response: http.ServerResponse): v
     if (marks.has(count)) send({ event: 'mark', phase, count, at: now });
     if (chunks !== undefined && latency !== undefined) {
       try {
-        const properties = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { properties?: { sentAtMs?: unknown; benchPhase?: unknown } }).properties;
-        if (properties?.benchPhase === 'measured' && typeof properties.sentAtMs === 'number') {
+        const sentAtMs = measuredSendTime(JSON.parse(Buffer.concat(chunks).toString('utf8')) as BenchBody);
+        if (sentAtMs !== undefined) {
           measured += 1;
-          recordLatency(now, properties.sentAtMs);
+          recordLatency(now, sentAtMs);
         }
       } catch {
         // Not ours: counted, not timed.

@@ -45,6 +45,8 @@ export interface Rig {
    * those already there. Switchyard must be stopped.
    */
   prefill(count: number, onProgress?: (done: number) => void, options?: { readonly deliveries?: boolean }): Promise<PrefillFigures>;
+  /** Runs `work` on a migrated store handle of the rig's store (closed after). Switchyard must be stopped. */
+  withStore<T>(work: (store: Store) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -159,6 +161,15 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
         prefilled += count;
         const seconds = (performance.now() - started) / 1000;
         return { jobs: count, seconds: round(seconds, 1), jobsPerSec: Math.round(count / seconds), chunk: PREFILL_CHUNK };
+      },
+      async withStore(work) {
+        const store = openStore();
+        try {
+          await store.migrate();
+          return await work(store);
+        } finally {
+          await store.close();
+        }
       },
       close: cleanup,
     };

@@ -24,7 +24,8 @@ async function main(): Promise<void> {
   const args = JSON.parse(raw) as SenderArgs;
   const target = new URL(args.url);
   const agent = new Agent({ connections: args.connections });
-  const template = JSON.parse(bodyFactory({ kind: 'track' }, 'latency')()) as { messageId: string; properties: Record<string, unknown> };
+  const template = JSON.parse(bodyFactory({ kind: 'track' }, 'latency')()) as { messageId: string; userId: string; properties: Record<string, unknown> };
+  const users = args.users ?? 5_000;
 
   const ingestLatency = new LatencyHistogram();
   let sequence = 0;
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
     sequence += 1;
     const sentAtMs = preciseNow();
     template.messageId = `${args.idPrefix}-${sequence}`;
+    template.userId = `user-${sequence % users}`;
     template.properties['sentAtMs'] = sentAtMs;
     template.properties['benchPhase'] = benchPhase;
     const body = JSON.stringify(template);

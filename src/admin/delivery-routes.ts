@@ -16,6 +16,10 @@ export function deliveryRoutes(webhooks: WebhookAdmin, deliveries: DeliveryAdmin
     }
     app.put<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', { schema: WEBHOOK_SCHEMAS.put }, async (request) => webhooks.put(request.params.id, request.body));
     app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', { schema: WEBHOOK_SCHEMAS.get }, async (request) => webhooks.get(request.params.id));
+    app.delete<{ Params: { id: string } }>('/sources/:id/destinations/webhooks', { schema: WEBHOOK_SCHEMAS.delete }, async (request, reply) => {
+      await webhooks.delete(request.params.id);
+      return reply.code(204).send();
+    });
     app.get<{ Params: { id: string } }>('/sources/:id/destinations/webhooks/standard-webhooks/secret', { schema: WEBHOOK_SCHEMAS.standardSecret }, async (request) =>
       webhooks.standardSecret(request.params.id),
     );

@@ -58,6 +58,13 @@ export class WebhookAdmin {
     return viewWebhooks(destination);
   }
 
+  /** Removes the destination; deliveries still pending for it fail, saying so. */
+  async delete(sourceId: string): Promise<void> {
+    await this.requireSource(sourceId);
+    if (!(await this.store.deleteDestination(sourceId, 'webhooks'))) throw new ApiError('not_found', `source ${sourceId} has no Webhooks destination`);
+    await this.options.directory?.reload();
+  }
+
   /** Replaces the destination: `{enabled?, settings: {webhooks, sharedSecret?, standardWebhooks?}, filters?}`. */
   async put(sourceId: string, input: unknown): Promise<WebhookView> {
     const body = requireObject(input);

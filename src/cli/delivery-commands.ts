@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
+import { ApiError } from '../errors.js';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/store.js';
 import { parseArgs } from './args.js';
@@ -16,6 +17,7 @@ export interface CliKit {
 export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
                                  set the source's Webhooks destination (1-5 receivers; headers go to every receiver)
   webhooks get SOURCE_ID         show it (secret masked)
+  webhooks delete SOURCE_ID      remove it (pending deliveries fail, saying why)
   webhooks filters SOURCE_ID FILE
                                  set the destination's filters to the JSON list in FILE (- for stdin; [] removes them)
   webhooks standard-secret SOURCE_ID
@@ -58,14 +60,33 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
     switch (action) {
       case 'set': {
         const sourceId = need(id, 'SOURCE_ID');
-        if (repeated.url.length === 0) throw kit.usageError('webhooks set needs at least one --url');
         const headers = Object.fromEntries(repeated.header.map((h) => splitHeader(h, kit)));
         const secret = ownString('secret');
-        const body = {
-          enabled: own['disabled'] !== true,
-          settings: { webhooks: repeated.url.map((url) => ({ url, headers })), ...(secret !== undefined && { sharedSecret: secret }) },
-        };
-        return kit.withStore(flags, (store) => admin(store).put(sourceId, body));
+        return kit.withStore(flags, async (store) => {
+          // What is not given stays as it is: the secrets (masked values keep them), filters, receivers.
+          const current = await admin(store)
+            .get(sourceId)
+            .catch((error: unknown) => {
+              if (error instanceof ApiError && error.code === 'not_found') return undefined;
+              throw error;
+            });
+          if (repeated.url.length === 0 && current === undefined) throw kit.usageError('webhooks set needs at least one --url for a new destination');
+          const receivers =
+            repeated.url.length > 0 ? repeated.url.map((url) => ({ url, ...(repeated.header.length > 0 && { headers }) })) : current!.settings.webhooks;
+          const settings = { ...current?.settings, webhooks: receivers, ...(secret !== undefined && { sharedSecret: secret }) };
+          return admin(store).put(sourceId, {
+            enabled: own['disabled'] !== true,
+            settings,
+            ...(current !== undefined && { filters: current.filters }),
+          });
+        });
+      }
+      case 'delete': {
+        const sourceId = need(id, 'SOURCE_ID');
+        return kit.withStore(flags, async (store) => {
+          await admin(store).delete(sourceId);
+          return { deleted: true };
+        });
       }
       case 'get':
         return kit.withStore(flags, (store) => admin(store).get(need(id, 'SOURCE_ID')));

@@ -1,13 +1,14 @@
 import { SourceAdmin } from '../admin/source-admin.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { ApiError } from '../errors.js';
-import { openStore, startSwitchyard } from '../main.js';
+import { DataDirInUseError, openStore, startSwitchyard } from '../main.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { parseArgs } from './args.js';
 import { DEBUGGER_USAGE, debuggerCommand } from './debugger-command.js';
 import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
+import { ENGAGE_USAGE, engageCommand } from './engage-commands.js';
 import { REPLAY_USAGE, replayCommand } from './replay-commands.js';
 
 const USAGE = `Usage: switchyard <command> [options]
@@ -21,7 +22,7 @@ Commands:
   sources rename ID NAME         rename a source
   sources enable ID | disable ID turn a source's intake on or off
   sources delete ID              delete a source and everything stored for it
-${DELIVERY_USAGE}${REPLAY_USAGE}${DEBUGGER_USAGE}
+${DELIVERY_USAGE}${REPLAY_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}
 Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
 DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
 `;
@@ -112,6 +113,10 @@ async function main(argv: string[]): Promise<void> {
       return deliveryCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     case 'replays':
       return replayCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+    case 'audiences':
+    case 'computed-traits':
+    case 'profiles':
+      return engageCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     case 'debugger':
       return debuggerCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     default:
@@ -123,7 +128,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
     process.stderr.write(`switchyard: ${error.message}\n\n${USAGE}`);
     process.exitCode = 2;
-  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError) {
+  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
   } else {

@@ -1,8 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import { Agent, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher, buildConnector } from 'undici';
 import { type Verdict, verdictForStatus } from '../domain/delivery-decision.js';
 import { parseRetryAfter } from '../domain/retry-policy.js';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from './address-guard.js';
+import { tolerateUnsolicitedContinue } from './unsolicited-continue.js';
 
 export interface WebhookSenderOptions {
   readonly timeoutMs: number;
@@ -60,14 +61,21 @@ export class WebhookSender {
   private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: WebhookSenderOptions) {
+    const connect = buildConnector({
+      timeout: options.timeoutMs,
+      rejectUnauthorized: true,
+      ...(options.allowPrivateReceivers ? {} : { lookup: guardedLookup }),
+    });
     this.agent = new Agent({
       connections: options.connectionsPerOrigin,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
-      connect: {
-        timeout: options.timeoutMs,
-        rejectUnauthorized: true,
-        ...(options.allowPrivateReceivers ? {} : { lookup: guardedLookup }),
+      connect: (connectOptions, callback) => {
+        connect(connectOptions, (...result) => {
+          const [, socket] = result;
+          if (socket) tolerateUnsolicitedContinue(socket); // undici calls back with only the error when connecting fails
+          callback(...result);
+        });
       },
     });
     options.stop.addEventListener('abort', () => {

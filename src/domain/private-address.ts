@@ -44,28 +44,28 @@ function isPrivateIpv4(value: number): boolean {
   return IPV4_BLOCKED.some(([base, prefix]) => inRange4(value, base, prefix));
 }
 
+/**
+ * IPv6 is judged by an allow-list: only global unicast (2000::/3) may be
+ * reached, minus its special blocks. Forms that carry an IPv4 address
+ * (mapped, translated, compatible, NAT64, 6to4) are judged by that address,
+ * since packets to them reach it: `[::ffff:0:7f00:1]` is 127.0.0.1.
+ */
 function isPrivateIpv6(groups: readonly number[]): boolean {
   const g = (i: number): number => groups[i]!;
   const embedded4 = (g(6) << 16 >>> 0) + g(7);
-  const zeroUpTo = (n: number): boolean => groups.slice(0, n).every((x) => x === 0);
+  const zero = (from: number, to: number): boolean => groups.slice(from, to).every((x) => x === 0);
 
-  if (zeroUpTo(8)) return true; // :: unspecified
-  if (zeroUpTo(7) && g(7) === 1) return true; // ::1 loopback
-  // IPv4-mapped ::ffff:a.b.c.d and IPv4-compatible ::a.b.c.d: judged by the IPv4 address.
-  if (zeroUpTo(5) && g(5) === 0xffff) return isPrivateIpv4(embedded4);
-  if (zeroUpTo(6)) return isPrivateIpv4(embedded4);
-  // NAT64 64:ff9b::/96 reaches the embedded IPv4 address; 64:ff9b:1::/48 is local-use.
-  if (g(0) === 0x64 && g(1) === 0xff9b && groups.slice(2, 6).every((x) => x === 0)) return isPrivateIpv4(embedded4);
-  if (g(0) === 0x64 && g(1) === 0xff9b && g(2) === 1) return true;
-  // 6to4 2002::/16 tunnels to the IPv4 address in bits 16-47.
-  if (g(0) === 0x2002) return isPrivateIpv4(((g(1) << 16) >>> 0) + g(2));
-  if (g(0) === 0x2001 && g(1) === 0) return true; // Teredo: tunnels to an obfuscated IPv4 address
-  if (g(0) === 0x2001 && g(1) === 0xdb8) return true; // documentation
-  if (g(0) === 0x100 && zeroUpTo(4)) return true; // 100::/64 discard
-  if ((g(0) & 0xfe00) === 0xfc00) return true; // fc00::/7 unique local, incl. fd00:ec2::254 metadata
-  if ((g(0) & 0xffc0) === 0xfe80) return true; // fe80::/10 link-local
-  if ((g(0) & 0xffc0) === 0xfec0) return true; // fec0::/10 site-local (deprecated)
-  if ((g(0) & 0xff00) === 0xff00) return true; // multicast
+  if (zero(0, 7) && g(7) <= 1) return true; // :: unspecified, ::1 loopback
+  if (zero(0, 5) && g(5) === 0xffff) return isPrivateIpv4(embedded4); // IPv4-mapped ::ffff:a.b.c.d
+  if (zero(0, 4) && g(4) === 0xffff && g(5) === 0) return isPrivateIpv4(embedded4); // IPv4-translated ::ffff:0:a.b.c.d (SIIT)
+  if (zero(0, 6)) return isPrivateIpv4(embedded4); // IPv4-compatible ::a.b.c.d (deprecated)
+  if (g(0) === 0x64 && g(1) === 0xff9b && zero(2, 6)) return isPrivateIpv4(embedded4); // NAT64 well-known prefix 64:ff9b::/96
+  if ((g(0) & 0xe000) !== 0x2000) return true; // outside 2000::/3: 100::/64 discard, 64:ff9b:1::/48, fc00::/7, fe80::/10, ff00::/8, …
+  if (g(0) === 0x2002) return isPrivateIpv4(((g(1) << 16) >>> 0) + g(2)); // 6to4 2002::/16 tunnels to the IPv4 address in bits 16-47
+  if (g(0) === 0x2001 && g(1) === 0) return true; // Teredo 2001::/32: tunnels to an obfuscated IPv4 address
+  if (g(0) === 0x2001 && g(1) === 0xdb8) return true; // documentation 2001:db8::/32
+  if (g(0) === 0x2001 && g(1) === 2 && g(2) === 0) return true; // benchmarking 2001:2::/48
+  if (g(0) === 0x3fff && g(1) < 0x1000) return true; // documentation 3fff::/20
   return false;
 }
 

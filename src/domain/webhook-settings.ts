@@ -168,6 +168,8 @@ function parseReceiverUrl(value: unknown, at: string): URL | string {
     return `${at} must not carry credentials; send them as a static header (e.g. Authorization)`;
   }
   if (url.hostname === '') return `${at} has no host`;
+  // Nothing listens on port 0: every delivery would fail and be retried for the whole retry window.
+  if (url.port === '0') return `${at} has port 0, which no receiver can listen on`;
   if (url.hash !== '') return `${at} must not have a #fragment (receivers never see it)`;
   return url;
 }

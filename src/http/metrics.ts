@@ -53,6 +53,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly connectionsCut = new Counter({
+    name: 'switchyard_http_connections_cut_total',
+    help: 'Connections the server cut: pipeline_too_deep (more requests waiting than allowed), stalled (answers not read)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   /** Read at scrape time; see {@link watchCommitBacklog}. */
   private readCommitBacklog: () => number = () => 0;
 

@@ -111,7 +111,8 @@ function openApiPath(url: string): { path: string; parameters: string[] } {
 function operation(route: CollectedRoute, pathParameters: readonly string[]): Record<string, unknown> {
   const schema = route.schema ?? {};
   const admin = route.url.startsWith('/admin/v1/') && route.url !== '/admin/v1/openapi.json';
-  const tracking = route.url.startsWith('/v1/');
+  // Everything outside the admin API answers errors in the Tracking API's shape.
+  const tracking = !route.url.startsWith('/admin/');
   const parameters: unknown[] = pathParameters.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
   const query = schema.querystring as { properties?: Record<string, JsonSchema>; required?: string[] } | undefined;
   for (const [name, property] of Object.entries(query?.properties ?? {})) {
@@ -138,7 +139,7 @@ function operation(route: CollectedRoute, pathParameters: readonly string[]): Re
     ...(schema.description !== undefined && { description: schema.description }),
     ...(schema.tags !== undefined && { tags: schema.tags }),
     ...(admin && { security: [{ adminToken: [] }] }),
-    ...(tracking && route.method === 'post' && route.url !== '/v1/m' && { security: [{ writeKey: [] }, {}] }),
+    ...(route.url.startsWith('/v1/') && route.method === 'post' && route.url !== '/v1/m' && { security: [{ writeKey: [] }, {}] }),
     ...(parameters.length > 0 && { parameters }),
     ...(body !== undefined && { requestBody: { required: true, content: { 'application/json': { schema: body } } } }),
     responses,

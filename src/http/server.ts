@@ -2,9 +2,11 @@ import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { type AdminRoutesOptions, adminRoutes } from '../admin/admin-routes.js';
+import { type BrowserRoutesOptions, browserRoutes } from '../ingest/browser-routes.js';
 import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-routes.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
+import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
 import type { Metrics } from './metrics.js';
 import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
@@ -15,6 +17,7 @@ export interface ServerOptions {
   readonly store: Store;
   readonly metrics: Metrics;
   readonly tracking: TrackingRoutesOptions;
+  readonly browser: BrowserRoutesOptions;
   readonly admin: AdminRoutesOptions;
 }
 
@@ -25,6 +28,15 @@ const REQUEST_TIMEOUT_MS = 30_000;
  * 30 s, a body trickled one chunk a second was cut only after 89 s.
  */
 const TIMEOUT_CHECK_MS = 2_000;
+
+/**
+ * Per-connection share of the server (see ConnectionGuard). Clients that read
+ * their answers send one request at a time; 8 handled at once and 64 waiting
+ * is room for any honest pipeline, while a flood is cut within its first
+ * 64 KB read. 10 s without the client taking a byte of answers waiting for it
+ * is far longer than any network hiccup.
+ */
+const CONNECTION_LIMITS = { maxInFlight: 8, maxWaiting: 64, stallMs: 10_000, checkEveryMs: 1_000 };
 
 const OPENAPI_SCHEMA: DocumentedSchema = { summary: 'This OpenAPI 3.1 document (no token needed)', tags: ['meta'] };
 
@@ -38,7 +50,7 @@ const HEALTH_SCHEMAS = documented({
   metrics: { summary: 'Prometheus metrics (text format)', tags: ['health'] },
 });
 
-/** The one HTTP server: Tracking API, admin API, web console, health and metrics. */
+/** The one HTTP server: Tracking API, browser libraries' files, admin API, web console, health and metrics. */
 export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
   const loggerInstance: FastifyBaseLogger = options.logger;
@@ -52,8 +64,12 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     // Route schemas validate what the body holds, as JSON: no type coercion,
     // no defaults filled in, nothing removed (the services see what was sent).
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
-    serverFactory: (handler) =>
-      createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, handler),
+    serverFactory: (handler) => {
+      const guard = new ConnectionGuard(CONNECTION_LIMITS, (reason) => options.metrics.connectionsCut.inc({ reason }));
+      const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(handler));
+      guard.attach(server);
+      return server;
+    },
   });
 
   const catalog = new RouteCatalog();
@@ -82,6 +98,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
   consoleRoutes(app);
   void app.register(trackingRoutes, options.tracking);
+  void app.register(browserRoutes, options.browser);
   void app.register(adminRoutes, { ...options.admin, prefix: '/admin/v1' });
   return app;
 }

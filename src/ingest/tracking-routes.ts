@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { anonymousIdFromHeader, applyHeaderDefaults } from '../domain/browser-settings.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../http/metrics.js';
@@ -8,7 +9,8 @@ import type { AppendResult, IngestEntry } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import { readBody } from './read-body.js';
-import { METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
+import { allowAnyOrigin, answerPreflight } from './cors.js';
+import { BROWSER_SCHEMAS, METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
 import { writeKeyFromAuthorization } from './write-key.js';
 
 export interface TrackingRoutesOptions {
@@ -85,38 +87,30 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   });
 
   // Callback-style hooks: cheaper than async ones on every request.
-  app.addHook('onRequest', (request, reply, done) => {
-    const origin = request.headers.origin;
-    reply.header('access-control-allow-origin', origin ?? '*');
-    if (origin !== undefined) {
-      reply.header('access-control-allow-credentials', 'true');
-      reply.header('vary', 'Origin');
-    }
-    done();
-  });
+  app.addHook('onRequest', allowAnyOrigin);
   app.addHook('onResponse', (_request, reply, done) => {
     metrics.ingestRequests.inc({ code: String(reply.statusCode) });
     done();
   });
 
-  app.options('/v1/*', async (_request, reply) => {
-    reply
-      .header('access-control-allow-methods', 'POST, OPTIONS')
-      .header('access-control-allow-headers', 'Authorization, Content-Type, X-Retry-Count')
-      .header('access-control-max-age', '86400')
-      .code(204)
-      .send();
-  });
+  app.options('/v1/*', async (request, reply) => answerPreflight(request, reply, 'POST, OPTIONS'));
+  app.options('/beacon/*', async (request, reply) => answerPreflight(request, reply, 'POST, OPTIONS'));
 
-  const handle = async (request: FastifyRequest, reply: FastifyReply, type: CallType | 'batch'): Promise<void> => {
+  const handle = async (request: FastifyRequest, reply: FastifyReply, type: CallType | 'batch', writeKeyInQuery = false): Promise<void> => {
     // Fastify skips the parser for a declared empty body.
     if (request.body === undefined || request.body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
     const { value: body, bytes } = request.body as ParsedBody;
-    const writeKey = writeKeyFromAuthorization(request.headers.authorization) ?? writeKeyFromBody(body);
+    const writeKey =
+      (writeKeyInQuery ? writeKeyFromQuery(request.query) : undefined) ?? writeKeyFromAuthorization(request.headers.authorization) ?? writeKeyFromBody(body);
     const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
     if (source === undefined) {
-      throw new ApiError('invalid_write_key', writeKey === undefined ? 'no write key: send it as Basic auth or as "writeKey" in the body' : 'unknown write key');
+      const where = writeKeyInQuery ? 'in the query (?writeKey=…)' : 'as Basic auth or as "writeKey" in the body';
+      throw new ApiError('invalid_write_key', writeKey === undefined ? `no write key: send it ${where}` : 'unknown write key');
     }
+    applyHeaderDefaults(body, type === 'batch' ? 'batch' : 'call', {
+      anonymousId: anonymousIdFromHeader(singleHeader(request.headers['anonymousid'])),
+      sentAt: singleHeader(request.headers['sentat']),
+    });
     const receivedAt = now();
     const facts = {
       source,
@@ -150,6 +144,10 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   for (const path of BATCH_PATHS) {
     app.post(`/v1/${path}`, { config: batch, onRequest: admit, schema: batchSchema(path) }, (request, reply) => handle(request, reply, 'batch'));
   }
+  // RudderStack's JS SDK in beacon mode: navigator.sendBeacon sets no
+  // headers, so the write key comes in the query (see docs: it is public
+  // in the page anyway, and request URLs are not logged).
+  app.post('/beacon/v1/batch', { config: batch, onRequest: admit, schema: BROWSER_SCHEMAS.beacon }, (request, reply) => handle(request, reply, 'batch', true));
   // Client-side metrics from analytics.js: accepted and ignored.
   app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig, schema: METRICS_SCHEMA }, async (_request, reply) => {
     reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
@@ -169,6 +167,18 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     }
     void reply.code(api.statusCode).send({ success: false, code: api.code, message: api.message });
   });
+}
+
+/** The `writeKey` of a query string, when it has exactly one. */
+function writeKeyFromQuery(query: unknown): string | undefined {
+  if (typeof query !== 'object' || query === null) return undefined;
+  const value = (query as Record<string, unknown>)['writeKey'];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/** A header sent once; a repeated one (Node joins most with ", ") is still one string. */
+function singleHeader(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 /** One counter increment per status and request, not per message. */

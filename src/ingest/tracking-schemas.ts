@@ -81,3 +81,52 @@ export const METRICS_SCHEMA: DocumentedSchema = {
   'x-responses': success,
   'x-errors': ['body_too_large'],
 };
+
+const writeKeyParam = { type: 'object', properties: { writeKey: { type: 'string' } }, required: ['writeKey'] } as const;
+/**
+ * The write key in a query string. Untyped so that Fastify lets every query
+ * through to the route, which answers a missing or repeated key with its
+ * own error code.
+ */
+const writeKeyQuery = { type: 'object', properties: { writeKey: { description: 'The write key' } } } as const;
+
+/** The routes a website loads analytics.js and RudderStack's SDK settings from, and RudderStack's beacon endpoint. */
+export const BROWSER_SCHEMAS = {
+  settings: {
+    summary: "analytics.js's settings for a write key (what it loads from Segment's CDN), pointing it back at this server",
+    description: 'Cacheable (Cache-Control, ETag). Load analytics.js with cdnURL set to this server, or use the loader below.',
+    tags: ['browser'],
+    params: writeKeyParam,
+    'x-responses': { 200: { description: 'The settings document (CDNSettings)' }, 304: { description: 'Not modified (If-None-Match)' } },
+    'x-errors': ['unknown_write_key', 'invalid_host'],
+  },
+  loader: {
+    summary: "analytics.js itself, from the installed @segment/analytics-next, where Segment's snippet loads it",
+    tags: ['browser'],
+    params: writeKeyParam,
+    'x-responses': { 200: { description: 'JavaScript' }, 304: { description: 'Not modified (If-None-Match)' } },
+    'x-errors': ['unknown_write_key', 'file_not_found'],
+  },
+  chunk: {
+    summary: "A lazily loaded part of analytics.js, at the path it derives from its own script's URL",
+    tags: ['browser'],
+    params: { type: 'object', properties: { file: { type: 'string' } }, required: ['file'] },
+    'x-responses': { 200: { description: 'JavaScript (immutable)' }, 304: { description: 'Not modified (If-None-Match)' } },
+    'x-errors': ['file_not_found'],
+  },
+  sourceConfig: {
+    summary: "RudderStack JS SDK's source config (its configUrl): no device-mode destinations, no reporting",
+    tags: ['browser'],
+    querystring: writeKeyQuery,
+    'x-responses': { 200: { description: 'The source config' }, 304: { description: 'Not modified (If-None-Match)' } },
+    'x-errors': ['unknown_write_key'],
+  },
+  beacon: {
+    summary: "Batch of calls from RudderStack's JS SDK in beacon mode (navigator.sendBeacon: text/plain, write key in the query)",
+    tags: ['tracking'],
+    querystring: writeKeyQuery,
+    'x-body': batchSchema('batch')['x-body'],
+    'x-responses': success,
+    'x-errors': [...ERRORS, 'batch_element_too_large', 'too_many_batch_elements', 'invalid_batch'],
+  },
+} satisfies Record<string, DocumentedSchema>;

@@ -3,6 +3,8 @@ import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 
+export type ComputationKind = 'trait' | 'audience';
+
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
  *
@@ -64,6 +66,8 @@ export interface Store {
   /** Deletes the source with its destinations, messages and deliveries; resolves false when absent. */
   deleteSource(id: string): Promise<boolean>;
   putDestination(destination: DestinationRecord): Promise<void>;
+  /** Removes a destination (its pending deliveries then fail as "no destination any more"); resolves false when absent. */
+  deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean>;
   getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined>;
   listDestinations(): Promise<DestinationRecord[]>;
 
@@ -231,6 +235,66 @@ export interface Store {
    */
   endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined>;
 
+  // --- engage: computed traits, audiences and profiles ---------------------------------
+  // One evaluator at a time walks the message stream (it holds the Engage
+  // lease); everything it writes for a message, a backfill page or an expiry
+  // goes in one {@link commitEngage}, so a crash leaves all of it or none.
+
+  /** Stores a new computation; resolves false, writing nothing, when its key is taken. */
+  insertComputation(computation: ComputationRecord): Promise<boolean>;
+  /**
+   * Computations of `kind` (all when undefined), oldest first, with their
+   * `size` unless `sizes` is false (counting members reads every output row).
+   */
+  listComputations(kind?: ComputationKind, sizes?: boolean): Promise<ComputationRecord[]>;
+  getComputation(id: string): Promise<ComputationRecord | undefined>;
+  /**
+   * Changes name, definition, destinations; a new definition also sets
+   * status `computing` and bumps `version` (the evaluator recomputes it).
+   * Resolves the computation as it is now, or undefined when absent.
+   */
+  updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined>;
+  /** Deletes a computation and its outputs; resolves false when absent. */
+  deleteComputation(id: string): Promise<boolean>;
+  /** Current members of an audience (or profiles with a value of a trait), by profile id, after `afterProfileId`. */
+  listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]>;
+
+  /** The profile ids of those of `identifiers` that belong to a profile. */
+  findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>>;
+  /** The profiles with these ids that exist, in no particular order. */
+  getProfiles(ids: readonly string[]): Promise<ProfileRecord[]>;
+  /** Ids of profiles whose `nextExpiry` is at or before `now`, soonest first. */
+  listExpiredProfileIds(now: number, limit: number): Promise<string[]>;
+  /** Profile ids in ascending order after `afterId` (every profile when paging from ''). */
+  listProfileIds(afterId: string, limit: number): Promise<string[]>;
+  /** Messages of any source with `afterSeq < seq <= uptoSeq` (no upper bound when undefined), oldest first. */
+  listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]>;
+  /** The stored messages with these seqs that still exist, newest first. */
+  getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]>;
+  /** The last message seq the evaluator has applied (0 at first). */
+  getEngageCursor(): Promise<number>;
+  /**
+   * Takes or renews the Engage lease for `owner` until `now + ttlMs`; resolves
+   * false when another owner holds an unexpired lease. A conditional UPDATE,
+   * so of several nodes asking at once exactly one gets it.
+   */
+  claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up (a stopping node), when `owner` holds it. */
+  releaseEngageLease(owner: string): Promise<void>;
+  /**
+   * Writes one step of the evaluator in one commit, or nothing: resolves
+   * false, writing nothing, when the cursor is no longer `cursor.from`,
+   * a profile's version is not `expectedVersion` (0: it must not exist) or a
+   * computation marked live is no longer at that version. A concurrent
+   * commit touching the same profile waits for the first one's row lock and
+   * then finds the version changed, so no update is lost. In order: deletes
+   * `deletedProfiles` (rows, identifiers, outputs), writes `profiles` (version
+   * + 1) and their identifiers (moving them from any other profile) and
+   * output changes, stores `messages` with a pending delivery to each of
+   * their destinations (no de-duplication), moves the cursor, marks
+   * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
+   */
+  commitEngage(batch: EngageBatch): Promise<boolean>;
   // --- traffic counters: the console's overview charts --------------------------------
   /**
    * The per-minute counters from the minute holding `since` on, every node's
@@ -530,5 +594,81 @@ export interface ReplayPage {
   readonly toCursor: number;
   readonly messageSeqs: readonly number[];
   readonly receivers: readonly string[] | undefined;
+  readonly at: number;
+}
+
+export type ComputationStatus = 'computing' | 'live';
+
+export interface ComputationRecord {
+  readonly id: string;
+  readonly kind: ComputationKind;
+  readonly name: string;
+  readonly key: string;
+  readonly definition: unknown;
+  /** Source ids whose Webhooks destination receives the syncs. */
+  readonly destinations: readonly string[];
+  readonly status: ComputationStatus;
+  /** Bumped on each definition change; the evaluator marks a version live. */
+  readonly version: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** Members (audience) or profiles with a value (trait); set by listings and reads. */
+  readonly size?: number;
+}
+
+export interface ComputationPatch {
+  readonly name?: string | undefined;
+  readonly definition?: unknown;
+  readonly destinations?: readonly string[] | undefined;
+}
+
+export interface ComputationMember {
+  readonly profileId: string;
+  readonly identifiers: readonly string[];
+  readonly value: unknown;
+  readonly since: number;
+}
+
+export interface ProfileOutput {
+  readonly value: unknown;
+  readonly since: number;
+}
+
+export interface ProfileRecord {
+  readonly id: string;
+  /** ProfileState as JSON text (see src/domain/engage). */
+  readonly state: string;
+  readonly version: number;
+  readonly identifiers: readonly string[];
+  /** Stored outputs by computation id: audiences the profile is in, traits with a value. */
+  readonly outputs: Readonly<Record<string, ProfileOutput>>;
+  /** Seqs of its latest messages, newest first (bounded). */
+  readonly recentSeqs: readonly number[];
+  readonly nextExpiry: number | undefined;
+  readonly updatedAt: number;
+}
+
+export interface ProfileWrite {
+  readonly id: string;
+  /** 0: a new profile. */
+  readonly expectedVersion: number;
+  readonly state: string;
+  /** Identifiers to add to the profile (moved here from any other profile); those it has stay. */
+  readonly identifiers: readonly string[];
+  /** Changed outputs: a value to store, or undefined to remove the row. */
+  readonly outputChanges: ReadonlyArray<{ readonly computationId: string; readonly value: unknown }>;
+  readonly recentSeqs: readonly number[];
+  readonly nextExpiry: number | undefined;
+}
+
+export interface EngageBatch {
+  /** Moves the stream cursor, conditionally (the lease holder's fence). */
+  readonly cursor?: { readonly from: number; readonly to: number } | undefined;
+  readonly deletedProfiles: ReadonlyArray<{ readonly id: string; readonly expectedVersion: number }>;
+  readonly profiles: readonly ProfileWrite[];
+  /** Sync identify messages, accepted, with their destinations. */
+  readonly messages: readonly IngestEntry[];
+  /** Computations whose first sync this commit completes: `live` if still at that version. */
+  readonly computationsLive?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
   readonly at: number;
 }

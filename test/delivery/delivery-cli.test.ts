@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
-import { FAST_RETRIES, waitForDelivery } from '../helpers/webhooks.js';
+import { FAST_RETRIES, segmentSignatureMatches, waitForDelivery } from '../helpers/webhooks.js';
 
 const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
 
@@ -71,12 +71,52 @@ describe('CLI: webhooks and deliveries', () => {
     assert.match(ftp.stderr, /http or https/);
     const badHeader = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, '--header', 'no-equals', ...store()], allow);
     assert.equal(badHeader.code, 2);
+    // Without --url the receivers stay as they are (here: the two set above).
     const noUrl = await cli(['webhooks', 'set', sourceId, ...store()], allow);
-    assert.equal(noUrl.code, 2);
-    assert.match(noUrl.stderr, /at least one --url/);
+    assert.equal(noUrl.code, 0, noUrl.stderr);
+    assert.equal(noUrl.json.settings.webhooks.length, 2);
     const unknown = await cli(['webhooks', 'get', 'src_nope', ...store()]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no source/);
+  });
+
+  it('keeps the secret and filters when set again without them, and deletes the destination', async () => {
+    const { id, writeKey: key } = await sy.createSource('cli-keep');
+    const first = await cli(['webhooks', 'set', id, '--url', receiver.url, '--secret', 'kept-secret', ...store()], allow);
+    assert.equal(first.code, 0, first.stderr);
+    const filtered = await sy.admin('PUT', `/sources/${id}/destinations/webhooks`, {
+      settings: { ...first.json.settings },
+      filters: [{ title: 'no pings', if: { field: 'event', op: '=', value: 'Ping' }, action: 'drop' }],
+    });
+    assert.equal(filtered.status, 200, JSON.stringify(filtered.body));
+    // Only the receivers change; before, this dropped the shared secret.
+    const again = await cli(['webhooks', 'set', id, '--url', receiver.url, ...store()], allow);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.json.settings.sharedSecret, '********');
+    assert.equal(again.json.filters.length, 1);
+    const before = receiver.requests.length;
+    assert.equal((await sy.send('/v1/track', key, { userId: 'u', event: 'Kept', messageId: 'kept-1' })).status, 200);
+    await receiver.waitFor(before + 1);
+    const posted = receiver.requests.find((r) => JSON.parse(r.body).messageId === 'kept-1');
+    assert.ok(posted !== undefined && segmentSignatureMatches(posted, 'kept-secret'), 'signed with the secret set first');
+
+    const removed = await cli(['webhooks', 'delete', id, ...store()]);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.deepEqual(removed.json, { deleted: true });
+    assert.equal((await sy.admin('GET', `/sources/${id}/destinations/webhooks`)).status, 404);
+    assert.notEqual((await cli(['webhooks', 'delete', id, ...store()])).code, 0, 'deleting twice is an error');
+    const noUrl = await cli(['webhooks', 'set', id, ...store()]);
+    assert.equal(noUrl.code, 2);
+    assert.match(noUrl.stderr, /at least one --url for a new destination/);
+  });
+
+  it('removes the destination with DELETE; pending deliveries then fail saying why', async () => {
+    const { id } = await sy.createSource('api-delete');
+    assert.equal((await sy.admin('PUT', `/sources/${id}/destinations/webhooks`, { settings: { webhooks: [{ url: receiver.url }] } })).status, 200);
+    const deleted = await sy.admin('DELETE', `/sources/${id}/destinations/webhooks`);
+    assert.equal(deleted.status, 204);
+    assert.equal((await sy.admin('DELETE', `/sources/${id}/destinations/webhooks`)).status, 404);
+    assert.equal((await sy.admin('GET', `/sources/${id}/destinations/webhooks`)).status, 404);
   });
 
   it('lists, shows and retries deliveries', async () => {

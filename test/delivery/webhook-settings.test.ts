@@ -44,6 +44,7 @@ describe('Webhooks destination settings', () => {
     ['six receivers', { webhooks: [1, 2, 3, 4, 5, 6].map((n) => ({ url: `${PUBLIC_URL}${n}` })) }, /1 to 5 receivers \(got 6\)/],
     ['an ftp URL', { webhooks: [{ url: 'ftp://93.184.215.14/x' }] }, /http or https, not ftp/],
     ['a relative URL', { webhooks: [{ url: '/hook' }] }, /not a valid URL/],
+    ['port 0', { webhooks: [{ url: 'https://93.184.215.14:0/hook' }] }, /settings\.webhooks\[0\]\.url has port 0/],
     ['credentials in the URL', { webhooks: [{ url: 'https://user:pw@93.184.215.14/' }] }, /credentials/],
     ['a header name with a space', { webhooks: [{ url: PUBLIC_URL, headers: { 'Bad Header': 'v' } }] }, /not a valid HTTP header name/],
     ['a header value with a line break', { webhooks: [{ url: PUBLIC_URL, headers: { 'X-A': 'v\r\nX-Injected: 1' } }] }, /cannot/],
@@ -65,7 +66,7 @@ describe('Webhooks destination settings', () => {
     });
   }
 
-  for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '169.254.169.254', '[::1]', '[fd00:ec2::254]', '[::ffff:10.0.0.1]', '100.64.0.1']) {
+  for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '169.254.169.254', '[::1]', '[fd00:ec2::254]', '[::ffff:10.0.0.1]', '100.64.0.1', '[100::1]', '[::ffff:0:7f00:1]', '[::ffff:0:a00:1]']) {
     it(`refuses a receiver on ${host} with private_receiver`, async () => {
       const answer = await put({ webhooks: [{ url: PUBLIC_URL }, { url: `http://${host}:8080/hook` }] });
       assert.equal(answer.status, 400);

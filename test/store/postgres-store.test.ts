@@ -7,6 +7,7 @@ import type { Store, StoreTopic } from '../../src/store/store.js';
 import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';
 import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
+import { describeEngageContract } from './engage-contract.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
@@ -31,6 +32,7 @@ await describePostgres('PostgreSQL store', () => {
   describeStoreContract('postgres', openFresh);
   describeRegulationsContract('postgres', openFresh);
   describeReplaysContract('postgres', openFresh);
+  describeEngageContract('postgres', openFresh);
   describeTrafficContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {

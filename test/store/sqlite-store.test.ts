@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { describeEngageContract } from './engage-contract.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
@@ -23,4 +24,5 @@ const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promis
 describeStoreContract('sqlite', openSqlite);
 describeRegulationsContract('sqlite', openSqlite);
 describeReplaysContract('sqlite', openSqlite);
+describeEngageContract('sqlite', openSqlite);
 describeTrafficContract('sqlite', openSqlite);

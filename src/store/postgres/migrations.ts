@@ -174,7 +174,55 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN replay_id text;
   CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
   `,
-  // per-minute traffic counters for the console's overview (src/domain/traffic.ts),
+  // 5: Engage (computed traits, audiences, profiles); see the SQLite schema for what each column holds
+  `
+  CREATE TABLE computations (
+    id           text PRIMARY KEY,
+    kind         text NOT NULL,
+    name         text NOT NULL,
+    key          text NOT NULL UNIQUE,
+    definition   text NOT NULL,
+    destinations text NOT NULL,
+    status       text NOT NULL,
+    version      bigint NOT NULL,
+    created_at   bigint NOT NULL,
+    updated_at   bigint NOT NULL
+  );
+
+  CREATE TABLE profiles (
+    id          text PRIMARY KEY,
+    state       text NOT NULL,
+    version     bigint NOT NULL,
+    recent_seqs text NOT NULL,
+    next_expiry bigint,
+    updated_at  bigint NOT NULL
+  );
+  CREATE INDEX profiles_by_expiry ON profiles (next_expiry) WHERE next_expiry IS NOT NULL;
+
+  CREATE TABLE profile_identifiers (
+    identifier text PRIMARY KEY,
+    profile_id text NOT NULL
+  );
+  CREATE INDEX profile_identifiers_by_profile ON profile_identifiers (profile_id);
+
+  CREATE TABLE profile_outputs (
+    computation_id text NOT NULL,
+    profile_id     text NOT NULL,
+    value          text NOT NULL,
+    since          bigint NOT NULL,
+    PRIMARY KEY (computation_id, profile_id)
+  );
+  CREATE INDEX profile_outputs_by_profile ON profile_outputs (profile_id);
+
+  CREATE TABLE engage_state (
+    id               integer PRIMARY KEY CHECK (id = 1),
+    cursor_seq       bigint NOT NULL,
+    lease_owner      text,
+    lease_expires_at bigint NOT NULL
+  );
+  INSERT INTO engage_state (id, cursor_seq, lease_owner, lease_expires_at) VALUES (1, 0, NULL, 0);
+  `,
+  // 6: per-minute traffic counters for the console's overview (src/domain/traffic.ts),
   // sharded so that nodes counting the same minute do not wait on one row.
   `
   CREATE TABLE traffic_minutes (

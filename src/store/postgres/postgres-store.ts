@@ -7,6 +7,12 @@ import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
 import type {
   AppendResult,
   ClaimRequest,
+  ComputationKind,
+  ComputationMember,
+  ComputationPatch,
+  ComputationRecord,
+  EngageBatch,
+  ProfileRecord,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
@@ -35,6 +41,8 @@ import type {
 import { ChangeListener, notifyStatement } from './change-listener.js';
 import { clientConfig, describeDatabase, inTransaction } from './connection.js';
 import * as deliveries from './delivery-queries.js';
+import * as engage from './engage-queries.js';
+import { EngageConflict } from '../engage-rows.js';
 import * as messages from './message-queries.js';
 import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
@@ -205,6 +213,10 @@ export class PostgresStore implements Store {
     await this.configChange((client) => sources.putDestination(client, destination));
   }
 
+  async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
+    return this.configChange((client) => sources.deleteDestination(client, sourceId, kind));
+  }
+
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
     return sources.getDestination(this.pool, sourceId, kind);
   }
@@ -340,6 +352,81 @@ export class PostgresStore implements Store {
 
   async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
     return this.write(async (client) => ({ value: await replays.endReplay(client, id, status, at), topics: [] }));
+  }
+
+  // --- engage ------------------------------------------------------------------------
+
+  async insertComputation(computation: ComputationRecord): Promise<boolean> {
+    return engage.insertComputation(this.pool, computation);
+  }
+
+  async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
+    return engage.listComputations(this.pool, kind, sizes);
+  }
+
+  async getComputation(id: string): Promise<ComputationRecord | undefined> {
+    return engage.getComputation(this.pool, id);
+  }
+
+  async updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined> {
+    return engage.updateComputation(this.pool, id, patch, at);
+  }
+
+  async deleteComputation(id: string): Promise<boolean> {
+    return inTransaction(this.pool, (client) => engage.deleteComputation(client, id));
+  }
+
+  async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
+    return engage.listMembers(this.pool, computationId, limit, afterProfileId);
+  }
+
+  async findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>> {
+    return engage.findProfileIds(this.pool, identifiers);
+  }
+
+  async getProfiles(ids: readonly string[]): Promise<ProfileRecord[]> {
+    return engage.getProfiles(this.pool, ids);
+  }
+
+  async listExpiredProfileIds(now: number, limit: number): Promise<string[]> {
+    return engage.listExpiredProfileIds(this.pool, now, limit);
+  }
+
+  async listProfileIds(afterId: string, limit: number): Promise<string[]> {
+    return engage.listProfileIds(this.pool, afterId, limit);
+  }
+
+  async listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]> {
+    return engage.listMessagesSince(this.pool, afterSeq, limit, uptoSeq);
+  }
+
+  async getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]> {
+    return engage.getMessagesBySeq(this.pool, seqs);
+  }
+
+  async getEngageCursor(): Promise<number> {
+    return engage.getCursor(this.pool);
+  }
+
+  async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
+    return engage.claimLease(this.pool, owner, now, ttlMs);
+  }
+
+  async releaseEngageLease(owner: string): Promise<void> {
+    await engage.releaseLease(this.pool, owner);
+  }
+
+  async commitEngage(batch: EngageBatch): Promise<boolean> {
+    try {
+      return await this.write(async (client) => {
+        const deliveriesAdded = await engage.commitEngage(client, batch);
+        const topics: StoreTopic[] = batch.messages.length === 0 ? [] : deliveriesAdded ? ['messages', 'deliveries'] : ['messages'];
+        return { value: true, topics };
+      });
+    } catch (error) {
+      if (error instanceof EngageConflict) return false;
+      throw error;
+    }
   }
 
   // --- housekeeping ------------------------------------------------------------------

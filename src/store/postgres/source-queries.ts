@@ -70,6 +70,11 @@ export async function putDestination(client: pg.ClientBase, destination: Destina
   );
 }
 
+export async function deleteDestination(client: pg.ClientBase, sourceId: string, kind: DestinationKind): Promise<boolean> {
+  const { rowCount } = await client.query('DELETE FROM destinations WHERE source_id = $1 AND kind = $2', [sourceId, kind]);
+  return (rowCount ?? 0) > 0;
+}
+
 export async function getDestination(pool: pg.Pool, sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
   const { rows } = await pool.query<DestinationRow>('SELECT * FROM destinations WHERE source_id = $1 AND kind = $2', [sourceId, kind]);
   return rows[0] === undefined ? undefined : toDestination(rows[0]);

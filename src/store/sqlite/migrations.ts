@@ -153,7 +153,61 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN replay_id TEXT;
   CREATE INDEX deliveries_by_replay ON deliveries (replay_id, status) WHERE replay_id IS NOT NULL;
   `,
-  // 5: per-minute traffic counters for the console's overview (src/domain/traffic.ts)
+  // 5: Engage (computed traits, audiences, profiles)
+  `
+  -- definition and destinations are JSON; version grows with each definition change.
+  CREATE TABLE computations (
+    id           TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    key          TEXT NOT NULL UNIQUE,
+    definition   TEXT NOT NULL,
+    destinations TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+  ) WITHOUT ROWID;
+
+  -- state: the profile's Engage state (JSON, bounded by the domain);
+  -- version: bumped by every write, checked by the next (no lost update);
+  -- recent_seqs: its latest messages (JSON array), for the events listing.
+  CREATE TABLE profiles (
+    id          TEXT PRIMARY KEY,
+    state       TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    recent_seqs TEXT NOT NULL,
+    next_expiry INTEGER,
+    updated_at  INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX profiles_by_expiry ON profiles (next_expiry) WHERE next_expiry IS NOT NULL;
+
+  CREATE TABLE profile_identifiers (
+    identifier TEXT PRIMARY KEY,
+    profile_id TEXT NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX profile_identifiers_by_profile ON profile_identifiers (profile_id);
+
+  -- A row per audience member and per profile with a computed trait value.
+  CREATE TABLE profile_outputs (
+    computation_id TEXT NOT NULL,
+    profile_id     TEXT NOT NULL,
+    value          TEXT NOT NULL,
+    since          INTEGER NOT NULL,
+    PRIMARY KEY (computation_id, profile_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX profile_outputs_by_profile ON profile_outputs (profile_id);
+
+  -- The evaluator: the last message seq applied, and the lease of the node that runs it.
+  CREATE TABLE engage_state (
+    id               INTEGER PRIMARY KEY CHECK (id = 1),
+    cursor_seq       INTEGER NOT NULL,
+    lease_owner      TEXT,
+    lease_expires_at INTEGER NOT NULL
+  );
+  INSERT INTO engage_state (id, cursor_seq, lease_owner, lease_expires_at) VALUES (1, 0, NULL, 0);
+  `,
+  // 6: per-minute traffic counters for the console's overview (src/domain/traffic.ts)
   `
   CREATE TABLE traffic_minutes (
     minute INTEGER NOT NULL,

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
@@ -10,6 +9,12 @@ import { sha256Hex } from '../../util/crypto.js';
 import type {
   AppendResult,
   ClaimRequest,
+  ComputationKind,
+  ComputationMember,
+  ComputationPatch,
+  ComputationRecord,
+  EngageBatch,
+  ProfileRecord,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
@@ -36,9 +41,11 @@ import type {
   SuppressionRecord,
 } from '../store.js';
 import { DeliveryQueries } from './delivery-queries.js';
+import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { TrafficQueries } from './traffic-queries.js';
 import { migrate } from './migrations.js';
+import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
 
@@ -79,6 +86,7 @@ export class SqliteStore implements Store {
   private deliveries!: DeliveryQueries;
   private regulations!: RegulationQueries;
   private replays!: ReplayQueries;
+  private engage!: EngageQueries;
   private traffic!: TrafficQueries;
 
   private constructor(private readonly db: Database) {
@@ -88,8 +96,9 @@ export class SqliteStore implements Store {
   static open(options: SqliteStoreOptions): SqliteStore {
     let file = ':memory:';
     if (options.dataDir !== ':memory:') {
-      mkdirSync(options.dataDir, { recursive: true });
+      makePrivateDir(options.dataDir);
       file = path.join(options.dataDir, 'switchyard.sqlite');
+      makePrivateFile(file);
     }
     const db = new BetterSqlite3(file);
     db.pragma('journal_mode = WAL');
@@ -110,6 +119,7 @@ export class SqliteStore implements Store {
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
+    this.engage = new EngageQueries(this.db, this.messages);
   }
 
   async ping(): Promise<void> {
@@ -211,6 +221,10 @@ export class SqliteStore implements Store {
             enabled = excluded.enabled, settings = excluded.settings, updated_at = excluded.updated_at`)
         .run(destination.sourceId, destination.kind, destination.enabled ? 1 : 0, JSON.stringify(destination.settings), destination.updatedAt),
     );
+  }
+
+  async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
+    return this.configChange(() => this.db.prepare('DELETE FROM destinations WHERE source_id = ? AND kind = ?').run(sourceId, kind).changes > 0);
   }
 
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
@@ -353,6 +367,77 @@ export class SqliteStore implements Store {
 
   async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
     return this.replays.end(id, status, at);
+  }
+
+  // --- engage ------------------------------------------------------------------------
+
+  async insertComputation(computation: ComputationRecord): Promise<boolean> {
+    return this.engage.insertComputation(computation);
+  }
+
+  async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
+    return this.engage.listComputations(kind, sizes);
+  }
+
+  async getComputation(id: string): Promise<ComputationRecord | undefined> {
+    return this.engage.getComputation(id);
+  }
+
+  async updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined> {
+    return this.engage.updateComputation(id, patch, at);
+  }
+
+  async deleteComputation(id: string): Promise<boolean> {
+    return this.engage.deleteComputation(id);
+  }
+
+  async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
+    return this.engage.listMembers(computationId, limit, afterProfileId);
+  }
+
+  async findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>> {
+    return this.engage.findProfileIds(identifiers);
+  }
+
+  async getProfiles(ids: readonly string[]): Promise<ProfileRecord[]> {
+    return this.engage.getProfiles(ids);
+  }
+
+  async listExpiredProfileIds(now: number, limit: number): Promise<string[]> {
+    return this.engage.listExpiredProfileIds(now, limit);
+  }
+
+  async listProfileIds(afterId: string, limit: number): Promise<string[]> {
+    return this.engage.listProfileIds(afterId, limit);
+  }
+
+  async listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]> {
+    return this.engage.listMessagesSince(afterSeq, limit, uptoSeq);
+  }
+
+  async getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]> {
+    return this.engage.getMessagesBySeq(seqs);
+  }
+
+  async getEngageCursor(): Promise<number> {
+    return this.engage.getCursor();
+  }
+
+  async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
+    return this.engage.claimLease(owner, now, ttlMs);
+  }
+
+  async releaseEngageLease(owner: string): Promise<void> {
+    this.engage.releaseLease(owner);
+  }
+
+  async commitEngage(batch: EngageBatch): Promise<boolean> {
+    const committed = this.engage.commit(batch);
+    if (committed && batch.messages.length > 0) {
+      this.emit('messages');
+      if (batch.messages.some((m) => m.destinations.length > 0)) this.emit('deliveries');
+    }
+    return committed;
   }
 
   // --- traffic counters ------------------------------------------------------------------

@@ -1,0 +1,763 @@
+import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import {
+  type ComputationSpec,
+  DefinitionError,
+  type EngageMessage,
+  EngageModel,
+  type Outputs,
+  type ProfileState,
+  diffOutputs,
+  emptyProfileState,
+  mergeProfileStates,
+} from '../domain/engage/index.js';
+import { regulationEffects } from '../domain/regulation.js';
+import type { ComputationRecord, EngageBatch, IngestEntry, ProfileRecord, ProfileWrite, Store, StoredMessage } from '../store/store.js';
+
+export interface EngageRunnerOptions {
+  readonly store: Store;
+  readonly now: () => number;
+  readonly newMessageId: () => string;
+  /** How often to look for work when nothing wakes it (expiries are noticed at this pace). */
+  readonly pollMs: number;
+  readonly onError: (error: unknown) => void;
+  /** This node's name for the lease; random by default. */
+  readonly owner?: string;
+}
+
+/** Messages read per commit of the stream. */
+const PAGE = 500;
+/** Profiles per commit of a backfill or an expiry round. */
+const PROFILE_PAGE = 200;
+/** How long the lease lasts without renewal: another node takes over this long after this one dies. */
+const LEASE_MS = 15_000;
+/**
+ * On a shared store a transaction can commit after one holding a higher seq:
+ * a gap in the seqs may still fill. The evaluator waits this long at a gap
+ * before going past it (a rolled-back insert leaves a gap forever).
+ */
+const GAP_GRACE_MS = 3_000;
+/** Seqs of a profile's latest messages kept for `GET /profiles/:id/events`. */
+export const RECENT_EVENTS = 50;
+/** Prefix of the `reason` of the identify messages Engage stores: the evaluator skips them. */
+export const SYNC_REASON_PREFIX = 'engage:';
+/** Regulations looked at per pass (newest first) for profiles to erase. */
+const REGULATIONS_PER_PASS = 100;
+/**
+ * How often definitions, destinations and regulations are re-read while
+ * messages keep the evaluator busy (at once after {@link EngageRunner.definitionsChanged}).
+ */
+const RELOAD_MS = 1_000;
+/**
+ * After a 'messages' notification, wait this long before reading: ingest
+ * commits come in quick succession under load, and one page of many
+ * messages is one commit here instead of one each.
+ */
+const GATHER_MS = 20;
+
+/** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
+const UNSENT = Symbol('unsent');
+
+const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'alias']);
+
+/** A profile being changed in memory before one commit. */
+interface WorkingProfile {
+  readonly id: string;
+  /** 0: not stored yet. */
+  readonly expectedVersion: number;
+  state: ProfileState;
+  readonly identifiers: Set<string>;
+  /** Those already stored for it (not written again). */
+  readonly storedIdentifiers: ReadonlySet<string>;
+  /** Output rows as stored when loaded, by computation id. */
+  readonly storedRows: Readonly<Record<string, unknown>>;
+  /** The outputs last synced (or stored), to diff the next evaluation against. */
+  current: Outputs;
+  recentSeqs: number[];
+  dirty: boolean;
+}
+
+/** What the computations are, compiled, with what their syncs need. */
+interface Definitions {
+  readonly model: EngageModel;
+  readonly byId: ReadonlyMap<string, ComputationRecord>;
+  /** Outputs of a profile with no events and no traits: what a missing output row stands for. */
+  readonly baseline: Outputs;
+  /** Enabled Webhooks destinations by source id. */
+  readonly webhookSources: ReadonlySet<string>;
+}
+
+/**
+ * Evaluates computed traits and audiences (src/domain/engage) over the
+ * committed message stream and sends their changes as identify messages.
+ *
+ * One node at a time does it (it holds the Engage lease in the store); each
+ * page of messages, backfill page or expiry round is one commit carrying the
+ * profiles' states, their output rows, the identify messages with their
+ * deliveries and the cursor, so a crash or restart resumes from the cursor
+ * with nothing missed and nothing applied twice. Every profile write is
+ * checked against the version it was read at, so if a lease changes hands
+ * mid-way the older node's commit is refused instead of overwriting.
+ */
+export class EngageRunner {
+  private readonly owner: string;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private unsubscribe: (() => void) | undefined;
+  private definitionsKey = '';
+  private definitions: Definitions | undefined;
+  /** seq just after the cursor → when a gap there was first seen (shared stores). */
+  private gapSeenAt: { seq: number; at: number } | undefined;
+  private readonly erasedRegulations = new Set<string>();
+  private reloadAfter = 0;
+  private gathering: NodeJS.Timeout | undefined;
+  private leaseUntil = 0;
+
+  constructor(private readonly options: EngageRunnerOptions) {
+    this.owner = options.owner ?? `engage-${randomUUID()}`;
+  }
+
+  start(): void {
+    this.unsubscribe = this.options.store.subscribe((topic) => {
+      if (topic !== 'messages') return;
+      if (this.running !== undefined) this.again = true;
+      else if (this.gathering === undefined) {
+        this.gathering = setTimeout(() => {
+          this.gathering = undefined;
+          this.wake();
+        }, GATHER_MS);
+        this.gathering.unref();
+      }
+    });
+    this.schedule(0);
+  }
+
+  /** A definition was created, changed or deleted on this node: re-read them before the next page. */
+  definitionsChanged(): void {
+    this.reloadAfter = 0;
+    this.wake();
+  }
+
+  /** Looks for work now (messages arrived), or once more after the current pass. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running !== undefined) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.running = (async () => {
+      let busy = false;
+      try {
+        do {
+          this.again = false;
+          busy = await this.pass();
+          // The SQLite store works synchronously: without this, catching up
+          // on a backlog would keep HTTP requests (ingest!) from being served.
+          await nextTurn();
+        } while ((this.again || busy) && !this.stopped);
+      } catch (error) {
+        this.options.onError(error);
+      } finally {
+        this.running = undefined;
+        this.schedule(this.options.pollMs);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    clearTimeout(this.timer);
+    clearTimeout(this.gathering);
+    await this.running;
+    await this.options.store.releaseEngageLease(this.owner).catch(() => {});
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.wake(), ms);
+    this.timer.unref();
+  }
+
+  /** One round of work; resolves whether there may be more right away. */
+  private async pass(): Promise<boolean> {
+    const { store, now } = this.options;
+    // Renewed when half gone: not a write per page.
+    const at = now();
+    if (at > this.leaseUntil - LEASE_MS / 2) {
+      if (!(await store.claimEngageLease(this.owner, at, LEASE_MS))) {
+        this.leaseUntil = 0;
+        return false;
+      }
+      this.leaseUntil = at + LEASE_MS;
+    }
+    let definitions = this.definitions;
+    if (definitions === undefined || at >= this.reloadAfter) {
+      definitions = await this.loadDefinitions();
+      await this.eraseRegulatedProfiles(definitions);
+      this.reloadAfter = at + RELOAD_MS;
+    }
+    const computing = [...definitions.byId.values()].filter((c) => c.status === 'computing');
+    if (computing.length > 0) {
+      await this.backfill(definitions, computing);
+      return true;
+    }
+    const expired = await this.expire(definitions);
+    const streamed = await this.streamPage(definitions);
+    return expired || streamed;
+  }
+
+  // --- definitions -----------------------------------------------------------------------
+
+  private async loadDefinitions(): Promise<Definitions> {
+    const { store } = this.options;
+    const [computations, destinations] = await Promise.all([store.listComputations(undefined, false), store.listDestinations()]);
+    const webhookSources = new Set(destinations.filter((d) => d.kind === 'webhooks' && d.enabled).map((d) => d.sourceId));
+    const key = JSON.stringify(computations.map((c) => [c.id, c.version, c.status, c.key, c.destinations]));
+    if (this.definitions === undefined || key !== this.definitionsKey) {
+      const model = compileTolerantly(computations.map(toSpec), this.options.onError);
+      const compiled = new Set(model.specs.map((s) => s.id));
+      const byId = new Map(computations.filter((c) => compiled.has(c.id)).map((c) => [c.id, c]));
+      this.definitions = { model, byId, baseline: model.evaluate(emptyProfileState(), this.options.now()), webhookSources };
+      this.definitionsKey = key;
+    } else {
+      this.definitions = { ...this.definitions, webhookSources };
+    }
+    return this.definitions;
+  }
+
+  // --- the message stream --------------------------------------------------------------------
+
+  private async streamPage(definitions: Definitions): Promise<boolean> {
+    const { store, now } = this.options;
+    const cursor = await store.getEngageCursor();
+    let page = await store.listMessagesSince(cursor, PAGE);
+    if (page.length === 0) return false;
+    if (store.capabilities.multiNode) page = this.upToGap(cursor, page);
+    if (page.length === 0) return false;
+    const at = now();
+    const work = new ProfileSet(store, definitions, at);
+    await work.preload(page.flatMap(identifiersOf));
+    const messages: IngestEntry[] = [];
+    for (const stored of page) {
+      if (stored.type === 'delete' && stored.userId !== undefined && stored.status === 'accepted') {
+        await work.erase(`user_id:${stored.userId}`);
+        continue;
+      }
+      const message = engageMessageOf(stored);
+      if (message === undefined) continue;
+      const profile = await work.resolve(stored, message);
+      const before = profile.current;
+      definitions.model.apply(profile.state, message.engage);
+      profile.recentSeqs = [stored.seq, ...profile.recentSeqs].slice(0, RECENT_EVENTS);
+      profile.dirty = true;
+      const after = definitions.model.evaluate(profile.state, at);
+      const resend = profile.resend;
+      messages.push(...this.syncsFor(definitions, profile, before, after, resend, profile.lostMemberships, at));
+      profile.current = after;
+      profile.resend = false;
+      profile.lostMemberships = [];
+    }
+    const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
+    // A refused commit (the lease changed hands) waits for the next poll.
+    return store.commitEngage(batch);
+  }
+
+  /** The page up to the first gap in seqs, unless that gap has been there longer than the grace. */
+  private upToGap(cursor: number, page: StoredMessage[]): StoredMessage[] {
+    let expected = cursor + 1;
+    for (let i = 0; i < page.length; i++) {
+      const seq = page[i]!.seq;
+      if (seq !== expected && (i > 0 || cursor > 0)) {
+        const now = this.options.now();
+        if (this.gapSeenAt?.seq !== expected) this.gapSeenAt = { seq: expected, at: now };
+        if (now - this.gapSeenAt.at < GAP_GRACE_MS) {
+          this.schedule(GAP_GRACE_MS);
+          return page.slice(0, i);
+        }
+      }
+      expected = seq + 1;
+    }
+    return page;
+  }
+
+  // --- expiry ---------------------------------------------------------------------------------
+
+  /** Re-evaluates profiles whose windows have moved on; resolves whether there may be more. */
+  private async expire(definitions: Definitions): Promise<boolean> {
+    const { store, now } = this.options;
+    const at = now();
+    const ids = await store.listExpiredProfileIds(at, PROFILE_PAGE);
+    if (ids.length === 0) return false;
+    const work = new ProfileSet(store, definitions, at);
+    const messages: IngestEntry[] = [];
+    for (const profile of await work.load(ids)) {
+      const after = definitions.model.evaluate(profile.state, at);
+      messages.push(...this.syncsFor(definitions, profile, profile.current, after, false, [], at));
+      profile.current = after;
+      profile.dirty = true;
+    }
+    const committed = await store.commitEngage({ ...work.toBatch(), messages, at });
+    return committed && ids.length === PROFILE_PAGE;
+  }
+
+  // --- backfill ----------------------------------------------------------------------------------
+
+  /**
+   * Computes new (or redefined) computations over the stored history, then
+   * sends one identify per member or value of each and marks them live. Runs
+   * before the stream moves on, so the history it reads ends at the cursor.
+   * Several created at once share one read of the history.
+   */
+  private async backfill(definitions: Definitions, computations: readonly ComputationRecord[]): Promise<void> {
+    const { store, now } = this.options;
+    const cursor = await store.getEngageCursor();
+    const only = new Set(computations.map((c) => c.id));
+    const reset = (state: ProfileState): void => {
+      for (const id of only) definitions.model.reset(state, id);
+    };
+    const touched = new Set<string>();
+    // 1. History, page by page: each touched profile forgets the computations' accumulators first.
+    for (let after = 0; ; ) {
+      const page = await store.listMessagesSince(after, PAGE, cursor);
+      if (page.length === 0) break;
+      after = page[page.length - 1]!.seq;
+      const at = now();
+      const work = new ProfileSet(store, definitions, at);
+      const found = await store.findProfileIds([...new Set(page.flatMap(identifiersOf))]);
+      const profiles = new Map((await work.load([...new Set(found.values())])).map((p) => [p.id, p]));
+      for (const stored of page) {
+        const message = engageMessageOf(stored);
+        if (message === undefined) continue;
+        const id = message.identifiers.map((i) => found.get(i)).find((p) => p !== undefined);
+        const profile = id === undefined ? undefined : profiles.get(id);
+        if (profile === undefined) continue;
+        if (!touched.has(profile.id)) {
+          reset(profile.state);
+          touched.add(profile.id);
+        }
+        definitions.model.apply(profile.state, message.engage, only);
+        profile.dirty = true;
+      }
+      if (!(await store.commitEngage({ ...work.toBatch(false), messages: [], at }))) return; // changed meanwhile: start again
+      await this.renewLease();
+      await nextTurn();
+    }
+    // 2. Every profile: evaluate, store outputs, send each computation's members or values (and what changed in others).
+    for (let afterId = ''; ; ) {
+      const ids = await store.listProfileIds(afterId, PROFILE_PAGE);
+      const at = now();
+      const last = ids.length < PROFILE_PAGE;
+      const work = new ProfileSet(store, definitions, at);
+      const messages: IngestEntry[] = [];
+      for (const profile of await work.load(ids)) {
+        if (!touched.has(profile.id)) reset(profile.state);
+        const before = { ...profile.current };
+        const after = definitions.model.evaluate(profile.state, at);
+        for (const computation of computations) {
+          // A first sync: the value is sent whatever was sent before, unless it is "nothing" now and was then.
+          const value = after[computation.id];
+          const stored = profile.storedRows[computation.id];
+          const send = computation.kind === 'audience' ? value === true || stored === true : value !== undefined || stored !== undefined;
+          before[computation.id] = send ? UNSENT : value;
+        }
+        messages.push(...this.syncsFor(definitions, profile, before, after, false, [], at, only));
+        profile.current = after;
+        profile.dirty = true;
+      }
+      const computationsLive = last ? computations.map((c) => ({ id: c.id, version: c.version })) : undefined;
+      if (!(await store.commitEngage({ ...work.toBatch(), messages, at, computationsLive }))) return;
+      await this.renewLease();
+      await nextTurn();
+      if (last) return;
+      afterId = ids[ids.length - 1]!;
+    }
+  }
+
+  private async renewLease(): Promise<void> {
+    const at = this.options.now();
+    if (await this.options.store.claimEngageLease(this.owner, at, LEASE_MS)) this.leaseUntil = at + LEASE_MS;
+  }
+
+  // --- regulations ----------------------------------------------------------------------------
+
+  /** Erases the profiles of users a deletion request names, once per request, sending nothing for them. */
+  private async eraseRegulatedProfiles(definitions: Definitions): Promise<void> {
+    const { store, now } = this.options;
+    const regulations = await store.listRegulations({ limit: REGULATIONS_PER_PASS });
+    for (const regulation of regulations) {
+      if (this.erasedRegulations.has(regulation.id) || !regulationEffects(regulation.regulationType).deletes) continue;
+      // Once its messages are erased, so that the stream cannot rebuild the profile from them.
+      if (regulation.status !== 'FINISHED') continue;
+      const marker = `engage_erased:${regulation.id}`;
+      if ((await store.getSetting(marker)) === undefined) {
+        const detail = await store.getRegulation(regulation.id);
+        const at = now();
+        const work = new ProfileSet(store, definitions, at);
+        for (const userId of detail?.subjectIds ?? []) await work.erase(`user_id:${userId}`);
+        if (!(await store.commitEngage({ ...work.toBatch(), messages: [], at }))) return;
+        await store.insertSettingIfAbsent(marker, String(at));
+      }
+      this.erasedRegulations.add(regulation.id);
+    }
+  }
+
+  // --- syncs ----------------------------------------------------------------------------------
+
+  /**
+   * The identify messages for a profile's output changes: one per changed
+   * computation with destinations, to each of those sources whose Webhooks
+   * destination is enabled. `resend`: the profile gained a user id or merged,
+   * so its current memberships and values go again. `computingIds`: a backfill
+   * also sends the computations it computes, not yet live.
+   */
+  private syncsFor(
+    definitions: Definitions,
+    profile: WorkingProfile,
+    before: Outputs,
+    after: Outputs,
+    resend: boolean,
+    lostMemberships: readonly string[],
+    at: number,
+    computingIds?: ReadonlySet<string>,
+  ): IngestEntry[] {
+    const changes = new Map(diffOutputs(before, after));
+    if (resend) {
+      for (const [id, value] of Object.entries(after)) {
+        const computation = definitions.byId.get(id);
+        if (computation === undefined) continue;
+        if (computation.kind === 'audience' ? value === true : value !== undefined) changes.set(id, value);
+      }
+      for (const id of lostMemberships) if (after[id] !== true) changes.set(id, false);
+    }
+    const entries: IngestEntry[] = [];
+    for (const [id, value] of changes) {
+      const computation = definitions.byId.get(id);
+      if (computation === undefined || computation.destinations.length === 0) continue;
+      if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
+      for (const sourceId of computation.destinations) {
+        if (!definitions.webhookSources.has(sourceId)) continue;
+        entries.push(this.syncEntry(sourceId, computation, profile, value, at));
+      }
+    }
+    return entries;
+  }
+
+  private syncEntry(sourceId: string, computation: ComputationRecord, profile: WorkingProfile, value: unknown, at: number): IngestEntry {
+    const messageId = this.options.newMessageId();
+    const userId = firstIdentifier(profile, 'user_id:');
+    const anonymousId = firstIdentifier(profile, 'anonymous_id:');
+    const iso = new Date(at).toISOString();
+    const body = {
+      version: 1,
+      type: 'identify',
+      ...(userId === undefined ? {} : { userId }),
+      ...(anonymousId === undefined ? {} : { anonymousId }),
+      traits: { [computation.key]: value === undefined ? null : value },
+      context: {
+        personas: {
+          computation_class: computation.kind,
+          computation_id: computation.id,
+          computation_key: computation.key,
+          namespace: 'default',
+          space_id: 'default',
+        },
+      },
+      messageId,
+      timestamp: iso,
+      receivedAt: iso,
+    };
+    return {
+      sourceId,
+      status: 'accepted',
+      reason: `${SYNC_REASON_PREFIX}${computation.key}`,
+      type: 'identify',
+      messageId,
+      userId,
+      receivedAt: at,
+      body: JSON.stringify(body),
+      destinations: ['webhooks'],
+    };
+  }
+}
+
+/** Compiles every definition it can: one that no longer compiles (a computation it read was deleted) is left out and reported. */
+function compileTolerantly(specs: ComputationSpec[], onError: (error: unknown) => void): EngageModel {
+  try {
+    return EngageModel.compile(specs);
+  } catch (error) {
+    if (!(error instanceof DefinitionError)) throw error;
+  }
+  const kept: ComputationSpec[] = [];
+  for (const spec of specs) {
+    try {
+      EngageModel.compile([...kept, spec]);
+      kept.push(spec);
+    } catch (error) {
+      onError(new Error(`computation ${spec.id} (${spec.key}) is not evaluated: ${(error as Error).message}`));
+    }
+  }
+  return EngageModel.compile(kept);
+}
+
+function toSpec(c: ComputationRecord): ComputationSpec {
+  return { id: c.id, kind: c.kind, key: c.key, definition: c.definition };
+}
+
+/** A stored message Engage applies: its parsed form and the profile identifiers it names. */
+interface ParsedMessage {
+  readonly engage: EngageMessage;
+  readonly identifiers: string[];
+  /** alias: the identifier candidates of previousId, user id first. */
+  readonly previous: string[];
+}
+
+/** Accepted and filtered Tracking API messages of the Engage types; not Engage's own syncs, not suppressed ones. */
+function engageMessageOf(stored: StoredMessage): ParsedMessage | undefined {
+  if (stored.status !== 'accepted' && stored.status !== 'filtered') return undefined;
+  if (stored.type === undefined || !ENGAGE_TYPES.has(stored.type)) return undefined;
+  if (stored.status === 'accepted' && stored.reason?.startsWith(SYNC_REASON_PREFIX) === true) return undefined;
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(stored.body) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const identifiers: string[] = [];
+  const userId = idOf(body['userId']);
+  const anonymousId = idOf(body['anonymousId']);
+  if (userId !== undefined) identifiers.push(`user_id:${userId}`);
+  if (anonymousId !== undefined) identifiers.push(`anonymous_id:${anonymousId}`);
+  const previousId = stored.type === 'alias' ? idOf(body['previousId']) : undefined;
+  const previous = previousId === undefined ? [] : [`user_id:${previousId}`, `anonymous_id:${previousId}`];
+  if (identifiers.length === 0 && previous.length === 0) return undefined;
+  const parsedTime = typeof body['timestamp'] === 'string' ? Date.parse(body['timestamp']) : Number.NaN;
+  const engage: EngageMessage = {
+    type: stored.type as EngageMessage['type'],
+    ...(typeof body['event'] === 'string' ? { event: body['event'] } : {}),
+    ...(isObject(body['properties']) ? { properties: body['properties'] } : {}),
+    ...(isObject(body['traits']) ? { traits: body['traits'] } : {}),
+    timestamp: Number.isFinite(parsedTime) ? parsedTime : stored.receivedAt,
+  };
+  return { engage, identifiers, previous };
+}
+
+function identifiersOf(stored: StoredMessage): string[] {
+  if (stored.type === 'delete' && stored.userId !== undefined) return [`user_id:${stored.userId}`];
+  const parsed = engageMessageOf(stored);
+  return parsed === undefined ? [] : [...parsed.identifiers, ...parsed.previous];
+}
+
+function idOf(value: unknown): string | undefined {
+  if (typeof value === 'string' && value.length > 0) return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function hasUserId(profile: WorkingProfile): boolean {
+  for (const identifier of profile.identifiers) if (identifier.startsWith('user_id:')) return true;
+  return false;
+}
+
+function firstIdentifier(profile: WorkingProfile, prefix: string): string | undefined {
+  const values = [...profile.identifiers].filter((i) => i.startsWith(prefix)).sort();
+  return values[0]?.slice(prefix.length);
+}
+
+/** The row a value is stored as: audiences only their members, traits only a value. */
+function rowValue(computation: ComputationRecord | undefined, value: unknown): unknown {
+  if (computation === undefined) return undefined;
+  if (computation.kind === 'audience') return value === true ? true : undefined;
+  return value === undefined || value === null ? undefined : value;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** `resend`: it merged or gained a user id, so its memberships and values go again. */
+type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
+
+/**
+ * The profiles one commit changes: loaded once, resolved and merged in
+ * memory, written back with their versions checked.
+ */
+class ProfileSet {
+  private readonly profiles = new Map<string, Working>();
+  /** identifier → profile id, or null: known to belong to no profile. */
+  private readonly owners = new Map<string, string | null>();
+  private readonly deleted = new Map<string, number>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly definitions: Definitions,
+    private readonly at: number,
+  ) {}
+
+  /** Looks up the owners of these identifiers and loads their profiles. */
+  async preload(identifiers: string[]): Promise<void> {
+    const unknown = [...new Set(identifiers)].filter((i) => !this.owners.has(i));
+    if (unknown.length === 0) return;
+    const found = await this.store.findProfileIds(unknown);
+    for (const identifier of unknown) this.owners.set(identifier, found.get(identifier) ?? null);
+    await this.load([...new Set(found.values())]);
+  }
+
+  async load(ids: readonly string[]): Promise<Working[]> {
+    const missing = ids.filter((id) => !this.profiles.has(id) && !this.deleted.has(id));
+    for (const record of await this.store.getProfiles(missing)) this.add(record);
+    return ids.map((id) => this.profiles.get(id)).filter((p): p is Working => p !== undefined);
+  }
+
+  private add(record: ProfileRecord): Working {
+    const storedRows: Record<string, unknown> = {};
+    for (const [id, output] of Object.entries(record.outputs)) storedRows[id] = output.value;
+    const current: Outputs = { ...this.definitions.baseline };
+    for (const [id, computation] of this.definitions.byId) {
+      if (storedRows[id] !== undefined) current[id] = storedRows[id];
+      else if (computation.kind === 'audience') current[id] = false;
+    }
+    const profile: Working = {
+      id: record.id,
+      expectedVersion: record.version,
+      state: JSON.parse(record.state) as ProfileState,
+      identifiers: new Set(record.identifiers),
+      storedIdentifiers: new Set(record.identifiers),
+      storedRows,
+      current,
+      recentSeqs: [...record.recentSeqs],
+      dirty: false,
+      resend: false,
+      lostMemberships: [],
+    };
+    this.profiles.set(profile.id, profile);
+    for (const identifier of record.identifiers) this.owners.set(identifier, record.id);
+    return profile;
+  }
+
+  private async ownerOf(identifier: string): Promise<string | undefined> {
+    if (!this.owners.has(identifier)) await this.preload([identifier]);
+    return this.owners.get(identifier) ?? undefined;
+  }
+
+  /**
+   * The profile a message belongs to: its identifiers' profile, a new one,
+   * or several merged into one (the first named keeps its id).
+   */
+  async resolve(stored: StoredMessage, message: ParsedMessage): Promise<Working> {
+    const names = [...message.identifiers];
+    if (message.previous.length > 0) {
+      // alias: previousId is a user id when some profile has it, else an anonymous id.
+      const [asUser, asAnonymous] = message.previous as [string, string];
+      names.push((await this.ownerOf(asUser)) !== undefined ? asUser : asAnonymous);
+    }
+    const ids: string[] = [];
+    for (const name of names) {
+      const owner = await this.ownerOf(name);
+      if (owner !== undefined && !ids.includes(owner)) ids.push(owner);
+    }
+    let profile: Working;
+    if (ids.length === 0) {
+      profile = {
+        id: `prf_${stored.seq}_${randomUUID().slice(0, 8)}`,
+        expectedVersion: 0,
+        state: JSONclone(emptyProfileState()),
+        identifiers: new Set(),
+        storedIdentifiers: new Set(),
+        storedRows: {},
+        current: this.baselineCurrent(),
+        recentSeqs: [],
+        dirty: true,
+        resend: false,
+        lostMemberships: [],
+      };
+      this.profiles.set(profile.id, profile);
+    } else {
+      profile = this.profiles.get(ids[0]!)!;
+      for (const otherId of ids.slice(1)) this.mergeInto(profile, this.profiles.get(otherId)!);
+    }
+    const hadUserId = hasUserId(profile);
+    for (const name of names) {
+      profile.identifiers.add(name);
+      this.owners.set(name, profile.id);
+    }
+    // Gaining a user id: its memberships and values go again, with it.
+    if (!hadUserId && hasUserId(profile)) profile.resend = true;
+    return profile;
+  }
+
+  private baselineCurrent(): Outputs {
+    const current: Outputs = { ...this.definitions.baseline };
+    for (const [id, computation] of this.definitions.byId) if (computation.kind === 'audience') current[id] = false;
+    return current;
+  }
+
+  private mergeInto(survivor: Working, other: Working): void {
+    survivor.state = mergeProfileStates(survivor.state, other.state);
+    for (const identifier of other.identifiers) {
+      survivor.identifiers.add(identifier);
+      this.owners.set(identifier, survivor.id);
+    }
+    // Memberships the merged-away profile held and the merged one may not: sent as false if so (the survivor's own are in the diff).
+    for (const [id, value] of Object.entries(other.current)) {
+      if (value === true && survivor.current[id] !== true) survivor.lostMemberships.push(id);
+    }
+    survivor.recentSeqs = [...survivor.recentSeqs, ...other.recentSeqs].sort((a, b) => b - a).slice(0, RECENT_EVENTS);
+    survivor.resend = true;
+    survivor.dirty = true;
+    this.forget(other);
+  }
+
+  private forget(profile: Working): void {
+    this.profiles.delete(profile.id);
+    if (profile.expectedVersion > 0) this.deleted.set(profile.id, profile.expectedVersion);
+  }
+
+  /** Erases the profile an identifier names (a deletion request): no syncs are sent for it. */
+  async erase(identifier: string): Promise<void> {
+    const owner = await this.ownerOf(identifier);
+    if (owner === undefined) return;
+    const profile = this.profiles.get(owner);
+    if (profile === undefined) return;
+    for (const name of profile.identifiers) this.owners.set(name, null);
+    this.forget(profile);
+  }
+
+  /** The commit's profile part; `withOutputs` false leaves output rows alone (backfill history pages). */
+  toBatch(withOutputs = true): Pick<EngageBatch, 'deletedProfiles' | 'profiles'> {
+    const { model, byId } = this.definitions;
+    const profiles: ProfileWrite[] = [];
+    for (const profile of this.profiles.values()) {
+      if (!profile.dirty) continue;
+      model.prune(profile.state, this.at);
+      const outputChanges: Array<{ computationId: string; value: unknown }> = [];
+      if (withOutputs) {
+        for (const [id, computation] of byId) {
+          const row = rowValue(computation, profile.current[id]);
+          if (!sameJson(row, profile.storedRows[id])) outputChanges.push({ computationId: id, value: row });
+        }
+      }
+      profiles.push({
+        id: profile.id,
+        expectedVersion: profile.expectedVersion,
+        state: JSON.stringify(profile.state),
+        identifiers: [...profile.identifiers].filter((i) => !profile.storedIdentifiers.has(i)),
+        outputChanges,
+        recentSeqs: profile.recentSeqs,
+        nextExpiry: model.nextExpiry(profile.state, this.at),
+      });
+    }
+    return { deletedProfiles: [...this.deleted].map(([id, expectedVersion]) => ({ id, expectedVersion })), profiles };
+  }
+}
+
+function JSONclone<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}

@@ -1,0 +1,231 @@
+// Engage's tables: computations, profiles with their identifiers and outputs, and the evaluator's cursor and lease.
+import type pg from 'pg';
+import {
+  type ComputationRow,
+  EngageConflict,
+  type OutputRow,
+  type ProfileRow,
+  toComputationRecord,
+  toProfileRecord,
+} from '../engage-rows.js';
+import { type MessageRow, toStoredMessage } from '../rows.js';
+import type {
+  ComputationKind,
+  ComputationMember,
+  ComputationPatch,
+  ComputationRecord,
+  EngageBatch,
+  ProfileRecord,
+  StoredMessage,
+} from '../store.js';
+import { insertMessages } from './message-queries.js';
+
+type Queryable = pg.Pool | pg.ClientBase;
+
+const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
+
+export async function insertComputation(pool: Queryable, c: ComputationRecord): Promise<boolean> {
+  const result = await pool.query(
+    `INSERT INTO computations (id, kind, name, key, definition, destinations, status, version, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+    [c.id, c.kind, c.name, c.key, JSON.stringify(c.definition), JSON.stringify(c.destinations), c.status, c.version, c.createdAt, c.updatedAt],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+export async function listComputations(pool: Queryable, kind: ComputationKind | undefined, sizes: boolean): Promise<ComputationRecord[]> {
+  const select = sizes ? WITH_SIZE : 'SELECT c.* FROM computations c';
+  const { rows } =
+    kind === undefined
+      ? await pool.query<ComputationRow>(`${select} ORDER BY c.created_at, c.id`)
+      : await pool.query<ComputationRow>(`${select} WHERE c.kind = $1 ORDER BY c.created_at, c.id`, [kind]);
+  return rows.map(toComputationRecord);
+}
+
+export async function getComputation(pool: Queryable, id: string): Promise<ComputationRecord | undefined> {
+  const { rows } = await pool.query<ComputationRow>(`${WITH_SIZE} WHERE c.id = $1`, [id]);
+  return rows[0] === undefined ? undefined : toComputationRecord(rows[0]);
+}
+
+export async function updateComputation(pool: Queryable, id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined> {
+  const redefine = patch.definition !== undefined;
+  await pool.query(
+    `UPDATE computations SET name = COALESCE($1, name), definition = COALESCE($2, definition),
+       destinations = COALESCE($3, destinations),
+       status = CASE WHEN $4 THEN 'computing' ELSE status END,
+       version = version + CASE WHEN $4 THEN 1 ELSE 0 END, updated_at = $5
+     WHERE id = $6`,
+    [
+      patch.name ?? null,
+      redefine ? JSON.stringify(patch.definition) : null,
+      patch.destinations === undefined ? null : JSON.stringify(patch.destinations),
+      redefine,
+      at,
+      id,
+    ],
+  );
+  return getComputation(pool, id);
+}
+
+export async function deleteComputation(client: pg.ClientBase, id: string): Promise<boolean> {
+  const deleted = await client.query('DELETE FROM computations WHERE id = $1', [id]);
+  if ((deleted.rowCount ?? 0) === 0) return false;
+  await client.query('DELETE FROM profile_outputs WHERE computation_id = $1', [id]);
+  return true;
+}
+
+async function identifiersOf(pool: Queryable, ids: readonly string[]): Promise<Map<string, string[]>> {
+  const byProfile = new Map<string, string[]>();
+  if (ids.length === 0) return byProfile;
+  const { rows } = await pool.query<{ identifier: string; profile_id: string }>(
+    `SELECT identifier, profile_id FROM profile_identifiers WHERE profile_id = ANY($1::text[])`,
+    [ids],
+  );
+  for (const row of rows) byProfile.set(row.profile_id, [...(byProfile.get(row.profile_id) ?? []), row.identifier]);
+  return byProfile;
+}
+
+export async function listMembers(pool: Queryable, computationId: string, limit: number, afterProfileId: string | undefined): Promise<ComputationMember[]> {
+  const { rows } = await pool.query<OutputRow>(
+    `SELECT * FROM profile_outputs WHERE computation_id = $1 AND profile_id > $2 ORDER BY profile_id LIMIT $3`,
+    [computationId, afterProfileId ?? '', limit],
+  );
+  const identifiers = await identifiersOf(pool, rows.map((r) => r.profile_id));
+  return rows.map((row) => ({
+    profileId: row.profile_id,
+    identifiers: [...(identifiers.get(row.profile_id) ?? [])].sort(),
+    value: JSON.parse(row.value) as unknown,
+    since: row.since,
+  }));
+}
+
+export async function findProfileIds(pool: Queryable, identifiers: readonly string[]): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  if (identifiers.length === 0) return found;
+  const { rows } = await pool.query<{ identifier: string; profile_id: string }>(
+    `SELECT identifier, profile_id FROM profile_identifiers WHERE identifier = ANY($1::text[])`,
+    [identifiers],
+  );
+  for (const row of rows) found.set(row.identifier, row.profile_id);
+  return found;
+}
+
+export async function getProfiles(pool: Queryable, ids: readonly string[]): Promise<ProfileRecord[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await pool.query<ProfileRow>(`SELECT * FROM profiles WHERE id = ANY($1::text[])`, [ids]);
+  const identifiers = await identifiersOf(pool, ids);
+  const outputs = new Map<string, OutputRow[]>();
+  const outputRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
+  for (const row of outputRows.rows) outputs.set(row.profile_id, [...(outputs.get(row.profile_id) ?? []), row]);
+  return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], outputs.get(row.id) ?? []));
+}
+
+export async function listExpiredProfileIds(pool: Queryable, now: number, limit: number): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>(
+    `SELECT id FROM profiles WHERE next_expiry IS NOT NULL AND next_expiry <= $1 ORDER BY next_expiry LIMIT $2`,
+    [now, limit],
+  );
+  return rows.map((r) => r.id);
+}
+
+export async function listProfileIds(pool: Queryable, afterId: string, limit: number): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>(`SELECT id FROM profiles WHERE id > $1 ORDER BY id LIMIT $2`, [afterId, limit]);
+  return rows.map((r) => r.id);
+}
+
+export async function listMessagesSince(pool: Queryable, afterSeq: number, limit: number, uptoSeq: number | undefined): Promise<StoredMessage[]> {
+  const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3`, [
+    afterSeq,
+    uptoSeq ?? Number.MAX_SAFE_INTEGER,
+    limit,
+  ]);
+  return rows.map(toStoredMessage);
+}
+
+export async function getMessagesBySeq(pool: Queryable, seqs: readonly number[]): Promise<StoredMessage[]> {
+  if (seqs.length === 0) return [];
+  const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE seq = ANY($1::bigint[]) ORDER BY seq DESC`, [seqs]);
+  return rows.map(toStoredMessage);
+}
+
+export async function getCursor(pool: Queryable): Promise<number> {
+  const { rows } = await pool.query<{ cursor_seq: number }>(`SELECT cursor_seq FROM engage_state WHERE id = 1`);
+  return rows[0]!.cursor_seq;
+}
+
+/** One conditional UPDATE: of nodes asking at once, the row lock lets exactly one through. */
+export async function claimLease(pool: Queryable, owner: string, now: number, ttlMs: number): Promise<boolean> {
+  const result = await pool.query(
+    `UPDATE engage_state SET lease_owner = $1, lease_expires_at = $2
+     WHERE id = 1 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_at < $3)`,
+    [owner, now + ttlMs, now],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+export async function releaseLease(pool: Queryable, owner: string): Promise<void> {
+  await pool.query(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0 WHERE id = 1 AND lease_owner = $1`, [owner]);
+}
+
+/**
+ * Writes a batch in the caller's transaction; throws EngageConflict (the
+ * caller rolls back) when a condition no longer holds. Each conditional
+ * UPDATE/DELETE takes the row lock first, so a concurrent writer of the same
+ * profile waits for this commit and then finds the version changed.
+ * Returns whether deliveries were queued.
+ */
+export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): Promise<boolean> {
+  if (batch.cursor !== undefined) {
+    const moved = await client.query(`UPDATE engage_state SET cursor_seq = $1 WHERE id = 1 AND cursor_seq = $2`, [batch.cursor.to, batch.cursor.from]);
+    if ((moved.rowCount ?? 0) === 0) throw new EngageConflict('cursor moved');
+  }
+  for (const gone of batch.deletedProfiles) {
+    const deleted = await client.query(`DELETE FROM profiles WHERE id = $1 AND version = $2`, [gone.id, gone.expectedVersion]);
+    if ((deleted.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${gone.id} changed`);
+    await client.query(`DELETE FROM profile_identifiers WHERE profile_id = $1`, [gone.id]);
+    await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1`, [gone.id]);
+  }
+  for (const profile of batch.profiles) {
+    const recent = JSON.stringify(profile.recentSeqs);
+    const next = profile.nextExpiry ?? null;
+    if (profile.expectedVersion === 0) {
+      const inserted = await client.query(
+        `INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at) VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [profile.id, profile.state, recent, next, batch.at],
+      );
+      if ((inserted.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} exists`);
+    } else {
+      const updated = await client.query(
+        `UPDATE profiles SET state = $1, version = version + 1, recent_seqs = $2, next_expiry = $3, updated_at = $4 WHERE id = $5 AND version = $6`,
+        [profile.state, recent, next, batch.at, profile.id, profile.expectedVersion],
+      );
+      if ((updated.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} changed`);
+    }
+    if (profile.identifiers.length > 0) {
+      await client.query(
+        `INSERT INTO profile_identifiers (identifier, profile_id) SELECT unnest($1::text[]), $2
+         ON CONFLICT (identifier) DO UPDATE SET profile_id = excluded.profile_id`,
+        [profile.identifiers, profile.id],
+      );
+    }
+    const removed = profile.outputChanges.filter((c) => c.value === undefined).map((c) => c.computationId);
+    const set = profile.outputChanges.filter((c) => c.value !== undefined);
+    if (removed.length > 0) {
+      await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1 AND computation_id = ANY($2::text[])`, [profile.id, removed]);
+    }
+    if (set.length > 0) {
+      await client.query(
+        `INSERT INTO profile_outputs (computation_id, profile_id, value, since)
+         SELECT computation_id, $1, value, $2 FROM unnest($3::text[], $4::text[]) AS o(computation_id, value)
+         ON CONFLICT (computation_id, profile_id) DO UPDATE SET value = excluded.value, since = excluded.since`,
+        [profile.id, batch.at, set.map((c) => c.computationId), set.map((c) => JSON.stringify(c.value))],
+      );
+    }
+  }
+  const { deliveriesAdded } = await insertMessages(client, batch.messages, batch.messages.map(() => 'accepted'));
+  for (const live of batch.computationsLive ?? []) {
+    const marked = await client.query(`UPDATE computations SET status = 'live', updated_at = $1 WHERE id = $2 AND version = $3`, [batch.at, live.id, live.version]);
+    if ((marked.rowCount ?? 0) === 0) throw new EngageConflict('computation changed');
+  }
+  return deliveriesAdded;
+}

@@ -1,0 +1,230 @@
+import type { Database, Statement } from 'better-sqlite3';
+import {
+  type ComputationRow,
+  EngageConflict,
+  type OutputRow,
+  type ProfileRow,
+  toComputationRecord,
+  toProfileRecord,
+} from '../engage-rows.js';
+import { type MessageRow, toStoredMessage } from '../rows.js';
+import type {
+  ComputationKind,
+  ComputationMember,
+  ComputationPatch,
+  ComputationRecord,
+  EngageBatch,
+  ProfileRecord,
+  StoredMessage,
+} from '../store.js';
+import type { MessageQueries } from './message-queries.js';
+
+const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
+
+/** Engage's tables: computations, profiles with their identifiers and outputs, and the evaluator's cursor and lease. */
+export class EngageQueries {
+  private readonly commitTx: (batch: EngageBatch) => void;
+  /** Prepared once each: preparing costs more than running most of these. */
+  private readonly statements = new Map<string, Statement>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly messages: MessageQueries,
+  ) {
+    this.commitTx = db.transaction((batch: EngageBatch) => this.commitIn(batch));
+  }
+
+  private prepare(sql: string): Statement {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  insertComputation(c: ComputationRecord): boolean {
+    const result = this.prepare(`
+        INSERT INTO computations (id, kind, name, key, definition, destinations, status, version, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+      .run(c.id, c.kind, c.name, c.key, JSON.stringify(c.definition), JSON.stringify(c.destinations), c.status, c.version, c.createdAt, c.updatedAt);
+    return result.changes > 0;
+  }
+
+  listComputations(kind: ComputationKind | undefined, sizes: boolean): ComputationRecord[] {
+    const select = sizes ? WITH_SIZE : 'SELECT c.* FROM computations c';
+    const rows =
+      kind === undefined
+        ? (this.prepare(`${select} ORDER BY c.created_at, c.id`).all() as ComputationRow[])
+        : (this.prepare(`${select} WHERE c.kind = ? ORDER BY c.created_at, c.id`).all(kind) as ComputationRow[]);
+    return rows.map(toComputationRecord);
+  }
+
+  getComputation(id: string): ComputationRecord | undefined {
+    const row = this.prepare(`${WITH_SIZE} WHERE c.id = ?`).get(id) as ComputationRow | undefined;
+    return row === undefined ? undefined : toComputationRecord(row);
+  }
+
+  updateComputation(id: string, patch: ComputationPatch, at: number): ComputationRecord | undefined {
+    const redefine = patch.definition !== undefined;
+    this.prepare(`
+        UPDATE computations SET name = COALESCE(?, name), definition = COALESCE(?, definition),
+          destinations = COALESCE(?, destinations),
+          status = CASE WHEN ? THEN 'computing' ELSE status END,
+          version = version + CASE WHEN ? THEN 1 ELSE 0 END, updated_at = ?
+        WHERE id = ?`)
+      .run(
+        patch.name ?? null,
+        redefine ? JSON.stringify(patch.definition) : null,
+        patch.destinations === undefined ? null : JSON.stringify(patch.destinations),
+        redefine ? 1 : 0,
+        redefine ? 1 : 0,
+        at,
+        id,
+      );
+    return this.getComputation(id);
+  }
+
+  deleteComputation(id: string): boolean {
+    return this.db.transaction(() => {
+      const deleted = this.prepare('DELETE FROM computations WHERE id = ?').run(id).changes > 0;
+      if (deleted) this.prepare('DELETE FROM profile_outputs WHERE computation_id = ?').run(id);
+      return deleted;
+    })();
+  }
+
+  listMembers(computationId: string, limit: number, afterProfileId: string | undefined): ComputationMember[] {
+    const rows = this.prepare(`SELECT * FROM profile_outputs WHERE computation_id = ? AND profile_id > ? ORDER BY profile_id LIMIT ?`)
+      .all(computationId, afterProfileId ?? '', limit) as OutputRow[];
+    const identifiers = this.identifiersOf(rows.map((r) => r.profile_id));
+    return rows.map((row) => ({
+      profileId: row.profile_id,
+      identifiers: [...(identifiers.get(row.profile_id) ?? [])].sort(),
+      value: JSON.parse(row.value) as unknown,
+      since: row.since,
+    }));
+  }
+
+  findProfileIds(identifiers: readonly string[]): Map<string, string> {
+    const found = new Map<string, string>();
+    if (identifiers.length === 0) return found;
+    const rows = this.prepare(`SELECT identifier, profile_id FROM profile_identifiers WHERE identifier IN (SELECT value FROM json_each(?))`)
+      .all(JSON.stringify(identifiers)) as Array<{ identifier: string; profile_id: string }>;
+    for (const row of rows) found.set(row.identifier, row.profile_id);
+    return found;
+  }
+
+  getProfiles(ids: readonly string[]): ProfileRecord[] {
+    if (ids.length === 0) return [];
+    const list = JSON.stringify(ids);
+    const rows = this.prepare(`SELECT * FROM profiles WHERE id IN (SELECT value FROM json_each(?))`).all(list) as ProfileRow[];
+    const identifiers = this.identifiersOf(ids);
+    const outputs = new Map<string, OutputRow[]>();
+    const outputRows = this.prepare(`SELECT * FROM profile_outputs WHERE profile_id IN (SELECT value FROM json_each(?))`)
+      .all(list) as OutputRow[];
+    for (const row of outputRows) outputs.set(row.profile_id, [...(outputs.get(row.profile_id) ?? []), row]);
+    return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], outputs.get(row.id) ?? []));
+  }
+
+  private identifiersOf(ids: readonly string[]): Map<string, string[]> {
+    const byProfile = new Map<string, string[]>();
+    if (ids.length === 0) return byProfile;
+    const rows = this.prepare(`SELECT identifier, profile_id FROM profile_identifiers WHERE profile_id IN (SELECT value FROM json_each(?))`)
+      .all(JSON.stringify(ids)) as Array<{ identifier: string; profile_id: string }>;
+    for (const row of rows) byProfile.set(row.profile_id, [...(byProfile.get(row.profile_id) ?? []), row.identifier]);
+    return byProfile;
+  }
+
+  listExpiredProfileIds(now: number, limit: number): string[] {
+    return this.prepare(`SELECT id FROM profiles WHERE next_expiry IS NOT NULL AND next_expiry <= ? ORDER BY next_expiry LIMIT ?`)
+      .pluck()
+      .all(now, limit) as string[];
+  }
+
+  listProfileIds(afterId: string, limit: number): string[] {
+    return this.prepare(`SELECT id FROM profiles WHERE id > ? ORDER BY id LIMIT ?`).pluck().all(afterId, limit) as string[];
+  }
+
+  listMessagesSince(afterSeq: number, limit: number, uptoSeq: number | undefined): StoredMessage[] {
+    const rows = this.prepare(`SELECT * FROM messages WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)
+      .all(afterSeq, uptoSeq ?? Number.MAX_SAFE_INTEGER, limit) as MessageRow[];
+    return rows.map(toStoredMessage);
+  }
+
+  getMessagesBySeq(seqs: readonly number[]): StoredMessage[] {
+    if (seqs.length === 0) return [];
+    const rows = this.prepare(`SELECT * FROM messages WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq DESC`)
+      .all(JSON.stringify(seqs)) as MessageRow[];
+    return rows.map(toStoredMessage);
+  }
+
+  getCursor(): number {
+    return this.prepare(`SELECT cursor_seq FROM engage_state WHERE id = 1`).pluck().get() as number;
+  }
+
+  claimLease(owner: string, now: number, ttlMs: number): boolean {
+    return (
+      this.prepare(`UPDATE engage_state SET lease_owner = ?, lease_expires_at = ? WHERE id = 1 AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ?)`)
+        .run(owner, now + ttlMs, owner, now).changes > 0
+    );
+  }
+
+  releaseLease(owner: string): void {
+    this.prepare(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0 WHERE id = 1 AND lease_owner = ?`).run(owner);
+  }
+
+  /** Resolves false when a condition failed (nothing written). */
+  commit(batch: EngageBatch): boolean {
+    try {
+      this.commitTx(batch);
+      return true;
+    } catch (error) {
+      if (error instanceof EngageConflict) return false;
+      throw error;
+    }
+  }
+
+  private commitIn(batch: EngageBatch): void {
+    if (batch.cursor !== undefined) {
+      const moved = this.prepare(`UPDATE engage_state SET cursor_seq = ? WHERE id = 1 AND cursor_seq = ?`).run(batch.cursor.to, batch.cursor.from);
+      if (moved.changes === 0) throw new EngageConflict('cursor moved');
+    }
+    for (const gone of batch.deletedProfiles) {
+      if (this.prepare(`DELETE FROM profiles WHERE id = ? AND version = ?`).run(gone.id, gone.expectedVersion).changes === 0) {
+        throw new EngageConflict(`profile ${gone.id} changed`);
+      }
+      this.prepare(`DELETE FROM profile_identifiers WHERE profile_id = ?`).run(gone.id);
+      this.prepare(`DELETE FROM profile_outputs WHERE profile_id = ?`).run(gone.id);
+    }
+    const upsertIdentifier = this.prepare(`
+      INSERT INTO profile_identifiers (identifier, profile_id) VALUES (?, ?)
+      ON CONFLICT (identifier) DO UPDATE SET profile_id = excluded.profile_id`);
+    const setOutput = this.prepare(`
+      INSERT INTO profile_outputs (computation_id, profile_id, value, since) VALUES (?, ?, ?, ?)
+      ON CONFLICT (computation_id, profile_id) DO UPDATE SET value = excluded.value, since = excluded.since`);
+    const removeOutput = this.prepare(`DELETE FROM profile_outputs WHERE computation_id = ? AND profile_id = ?`);
+    for (const profile of batch.profiles) {
+      const recent = JSON.stringify(profile.recentSeqs);
+      const next = profile.nextExpiry ?? null;
+      if (profile.expectedVersion === 0) {
+        const inserted = this.prepare(`INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT DO NOTHING`)
+          .run(profile.id, profile.state, recent, next, batch.at);
+        if (inserted.changes === 0) throw new EngageConflict(`profile ${profile.id} exists`);
+      } else {
+        const updated = this.prepare(`UPDATE profiles SET state = ?, version = version + 1, recent_seqs = ?, next_expiry = ?, updated_at = ? WHERE id = ? AND version = ?`)
+          .run(profile.state, recent, next, batch.at, profile.id, profile.expectedVersion);
+        if (updated.changes === 0) throw new EngageConflict(`profile ${profile.id} changed`);
+      }
+      for (const identifier of profile.identifiers) upsertIdentifier.run(identifier, profile.id);
+      for (const change of profile.outputChanges) {
+        if (change.value === undefined) removeOutput.run(change.computationId, profile.id);
+        else setOutput.run(change.computationId, profile.id, JSON.stringify(change.value), batch.at);
+      }
+    }
+    for (const entry of batch.messages) this.messages.insert(entry, 'accepted');
+    for (const live of batch.computationsLive ?? []) {
+      const marked = this.prepare(`UPDATE computations SET status = 'live', updated_at = ? WHERE id = ? AND version = ?`).run(batch.at, live.id, live.version);
+      if (marked.changes === 0) throw new EngageConflict('computation changed');
+    }
+  }
+}
