@@ -6,6 +6,8 @@ import { debuggerRoutes } from './admin/debugger-routes.js';
 import { DeliveryAdmin } from './admin/delivery-admin.js';
 import { EngageAdmin } from './admin/engage-admin.js';
 import { engageRoutes } from './admin/engage-routes.js';
+import { OverviewAdmin } from './admin/overview-admin.js';
+import { overviewRoutes } from './admin/overview-routes.js';
 import { deliveryRoutes } from './admin/delivery-routes.js';
 import { RegulationAdmin } from './admin/regulation-admin.js';
 import { ReplayAdmin } from './admin/replay-admin.js';
@@ -13,6 +15,7 @@ import { replayRoutes } from './admin/replay-routes.js';
 import { regulationRoutes } from './admin/regulation-routes.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
+import { WebhookTester } from './admin/webhook-test.js';
 import type { Config } from './config.js';
 import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
@@ -165,11 +168,16 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
       auth,
       sources,
       extensions: [
-        deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
+        deliveryRoutes(
+          webhooks,
+          new DeliveryAdmin(store, now),
+          new WebhookTester(store, { allowPrivateReceivers: config.allowPrivateReceivers, userAgent: config.userAgent, timeoutMs: config.deliveryTimeoutMs, now }),
+        ),
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
         regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
         replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
         engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.definitionsChanged() })),
+        overviewRoutes(new OverviewAdmin(store, now)),
       ],
     },
   });

@@ -203,6 +203,33 @@ export const WEBHOOK_SCHEMAS = documented({
     'x-responses': { 200: ok('The secret', { type: 'object', properties: { secret: { type: 'string' } } }) },
     'x-errors': ['not_found', 'standard_webhooks_not_enabled'],
   },
+  test: {
+    summary: 'Send a test message to every receiver now and show their answers (nothing is stored or retried)',
+    tags: ['webhooks'],
+    params: idParams,
+    'x-responses': {
+      200: ok('One answer per receiver', {
+        type: 'object',
+        properties: {
+          answers: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                url: { type: 'string' },
+                statusCode: { type: 'integer' },
+                error: { type: 'string' },
+                durationMs: { type: 'integer' },
+                body: { type: 'string', description: 'The first 2 KB of the answer' },
+                bodyTruncated: { type: 'boolean' },
+              },
+            },
+          },
+        },
+      }),
+    },
+    'x-errors': ['not_found'],
+  },
   rotateStandardSecret: {
     summary: 'Rotate the Standard Webhooks secret; the old one keeps signing for overlapSeconds',
     tags: ['webhooks'],
@@ -456,3 +483,28 @@ export const ENGAGE_SCHEMAS = {
     },
   }),
 };
+const perMinute: JsonSchema = { type: 'object', additionalProperties: { type: 'array', items: { type: 'integer' } } };
+
+export const OVERVIEW_SCHEMAS = documented({
+  traffic: {
+    summary: 'Messages received per minute by status, and delivery rounds per minute by outcome (every node counted)',
+    tags: ['overview'],
+    querystring: { type: 'object', properties: { minutes: { type: 'string', description: 'How many minutes back, 1 to 1440 (default 60)' } } },
+    'x-responses': {
+      200: ok('One count per minute of the range, oldest first', {
+        type: 'object',
+        properties: {
+          from: time,
+          to: time,
+          minutes: { type: 'array', items: time },
+          messages: { type: 'object', properties: { total: { type: 'integer' }, byStatus: perMinute } },
+          deliveries: {
+            type: 'object',
+            properties: { total: { type: 'integer' }, byOutcome: { ...perMinute, description: 'succeeded, retried (will be tried again), failed (gave up)' } },
+          },
+        },
+      }),
+    },
+    'x-errors': ['invalid_request'],
+  },
+});

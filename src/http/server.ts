@@ -7,6 +7,7 @@ import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-r
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { ConnectionGuard } from './connection-guard.js';
+import { consoleRoutes } from './console-routes.js';
 import type { Metrics } from './metrics.js';
 import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
 
@@ -49,7 +50,7 @@ const HEALTH_SCHEMAS = documented({
   metrics: { summary: 'Prometheus metrics (text format)', tags: ['health'] },
 });
 
-/** The one HTTP server: Tracking API, browser libraries' files, admin API, health and metrics. */
+/** The one HTTP server: Tracking API, browser libraries' files, admin API, web console, health and metrics. */
 export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
   const loggerInstance: FastifyBaseLogger = options.logger;
@@ -95,6 +96,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     return options.metrics.registry.metrics();
   });
 
+  consoleRoutes(app);
   void app.register(trackingRoutes, options.tracking);
   void app.register(browserRoutes, options.browser);
   void app.register(adminRoutes, { ...options.admin, prefix: '/admin/v1' });

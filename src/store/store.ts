@@ -1,6 +1,7 @@
 import type { MessageStatus } from '../domain/message.js';
 import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
+import type { TrafficCount } from '../domain/traffic.js';
 
 export type ComputationKind = 'trait' | 'audience';
 
@@ -294,6 +295,18 @@ export interface Store {
    * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
    */
   commitEngage(batch: EngageBatch): Promise<boolean>;
+  // --- traffic counters: the console's overview charts --------------------------------
+  /**
+   * The per-minute counters from the minute holding `since` on, every node's
+   * together, ordered by minute: `messages` by the status ingest stored
+   * (counted in {@link appendMessages}' commit, at each message's
+   * `receivedAt`; the `delete` messages of regulations are not received and
+   * not counted) and `deliveries` by round outcome (`succeeded`, `failed`,
+   * `retried`; counted in {@link finishDeliveries}' commit, at the outcome's
+   * `at`, only for outcomes that applied; deferred rounds are not counted).
+   * {@link prune} drops counters older than its `before`.
+   */
+  trafficSince(since: number): Promise<TrafficCount[]>;
 
   // --- change notification ------------------------------------------------------------
   /**

@@ -11,6 +11,7 @@ import { describeEngageContract } from './engage-contract.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
+import { describeTrafficContract } from './traffic-contract.js';
 
 const openStore = (url: string): PostgresStore => PostgresStore.open({ databaseUrl: url, durability: 'process' });
 
@@ -32,6 +33,7 @@ await describePostgres('PostgreSQL store', () => {
   describeRegulationsContract('postgres', openFresh);
   describeReplaysContract('postgres', openFresh);
   describeEngageContract('postgres', openFresh);
+  describeTrafficContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
     let db: FreshDatabase;

@@ -6,6 +6,7 @@ import { describeEngageContract } from './engage-contract.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
+import { describeTrafficContract } from './traffic-contract.js';
 
 const openSqlite = async (): Promise<{ store: SqliteStore; cleanup: () => Promise<void> }> => {
   const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-store-'));
@@ -24,3 +25,4 @@ describeStoreContract('sqlite', openSqlite);
 describeRegulationsContract('sqlite', openSqlite);
 describeReplaysContract('sqlite', openSqlite);
 describeEngageContract('sqlite', openSqlite);
+describeTrafficContract('sqlite', openSqlite);

@@ -1,5 +1,7 @@
 // The delivery queue: claims with leases, outcomes, and the admin views of it.
 import type pg from 'pg';
+import { MINUTE_MS } from '../../domain/traffic.js';
+import { TRAFFIC_SHARDS } from './traffic-queries.js';
 import type {
   ClaimRequest,
   ClaimedDelivery,
@@ -104,7 +106,15 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
        RETURNING d.id),
      deferred AS (
        UPDATE deliveries d SET next_attempt_at = o.next_attempt_at, lease_owner = NULL, updated_at = o.at
-       FROM o WHERE o.kind = 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending')
+       FROM o WHERE o.kind = 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'),
+     -- The overview's counters (see traffic-queries.ts), for the outcomes that applied.
+     counted AS (
+       INSERT INTO traffic_minutes (minute, metric, status, shard, count)
+       SELECT (o.at / ${MINUTE_MS}) * ${MINUTE_MS}, 'deliveries', CASE o.kind WHEN 'retry' THEN 'retried' ELSE o.kind END,
+         pg_backend_pid() % ${TRAFFIC_SHARDS}, count(*)
+       FROM o WHERE o.id IN (SELECT id FROM finished)
+       GROUP BY 1, 3
+       ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count)
      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms)
      SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms
      FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[])

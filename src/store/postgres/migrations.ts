@@ -222,6 +222,18 @@ const MIGRATIONS: readonly string[] = [
   );
   INSERT INTO engage_state (id, cursor_seq, lease_owner, lease_expires_at) VALUES (1, 0, NULL, 0);
   `,
+  // 6: per-minute traffic counters for the console's overview (src/domain/traffic.ts),
+  // sharded so that nodes counting the same minute do not wait on one row.
+  `
+  CREATE TABLE traffic_minutes (
+    minute bigint NOT NULL,
+    metric text NOT NULL,
+    status text NOT NULL,
+    shard  smallint NOT NULL,
+    count  bigint NOT NULL,
+    PRIMARY KEY (minute, metric, status, shard)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import { regulationEffects } from '../../domain/regulation.js';
 import type { DestinationKind } from '../../domain/routing.js';
+import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
 import type {
   AppendResult,
   ClaimRequest,
@@ -47,6 +48,7 @@ import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
 import * as replays from './replay-queries.js';
 import * as sources from './source-queries.js';
+import * as traffic from './traffic-queries.js';
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database?…` */
@@ -229,6 +231,11 @@ export class PostgresStore implements Store {
     if (entries.length === 0) return [];
     return this.write(async (client) => {
       const { results, deliveriesAdded } = await messages.appendMessages(client, entries, dedupeSince);
+      await traffic.addTraffic(
+        client,
+        'messages',
+        results.map((result, i) => ({ at: entries[i]!.receivedAt, status: result.status })),
+      );
       return { value: results, topics: deliveriesAdded ? ['messages', 'deliveries'] : ['messages'] };
     });
   }
@@ -425,12 +432,16 @@ export class PostgresStore implements Store {
   // --- housekeeping ------------------------------------------------------------------
 
   /** Batch after batch, each its own short statements; other work runs between them. */
+  async trafficSince(since: number): Promise<TrafficCount[]> {
+    return traffic.trafficSince(this.pool, minuteOf(since));
+  }
+
   async prune(before: number, dedupeBefore: number): Promise<number> {
     let total = 0;
     for (;;) {
       const removed = await messages.pruneBatch(this.pool, before, dedupeBefore);
       total += removed;
-      if (removed === 0) return total;
+      if (removed === 0) return total + (await traffic.pruneTraffic(this.pool, before));
     }
   }
 }

@@ -8,6 +8,7 @@ import type {
   DeliveryRecord,
   RequeueFilter,
 } from '../store.js';
+import type { TrafficQueries } from './traffic-queries.js';
 import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
@@ -21,7 +22,10 @@ export class DeliveryQueries {
   private readonly insertAttempt: Statement<unknown[]>;
   private readonly nextDue: Statement<[], { due: number | null }>;
 
-  constructor(private readonly db: Database) {
+  constructor(
+    private readonly db: Database,
+    private readonly traffic: TrafficQueries,
+  ) {
     // Leasing moves next_attempt_at to the lease's end: see the schema.
     this.lease = db.prepare(`
       UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, updated_at = ?
@@ -46,7 +50,11 @@ export class DeliveryQueries {
       return rows.map(toClaimedDelivery);
     });
     this.finishTx = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
-      for (const outcome of outcomes) this.finishOne(outcome);
+      const rounds: Array<{ at: number; status: string }> = [];
+      for (const outcome of outcomes) {
+        if (this.finishOne(outcome) && outcome.kind !== 'deferred') rounds.push({ at: outcome.at, status: outcome.kind === 'retry' ? 'retried' : outcome.kind });
+      }
+      this.traffic.add('deliveries', rounds);
     });
   }
 
@@ -58,10 +66,10 @@ export class DeliveryQueries {
     this.finishTx(outcomes);
   }
 
-  private finishOne(outcome: DeliveryOutcome): void {
+  /** Resolves whether the outcome applied (its owner still held the lease). */
+  private finishOne(outcome: DeliveryOutcome): boolean {
     if (outcome.kind === 'deferred') {
-      this.defer.run(outcome.nextAttemptAt, outcome.at, outcome.id, outcome.owner);
-      return;
+      return this.defer.run(outcome.nextAttemptAt, outcome.at, outcome.id, outcome.owner).changes > 0;
     }
     const retry = outcome.kind === 'retry';
     const changed = this.finish.run(
@@ -74,10 +82,11 @@ export class DeliveryQueries {
       outcome.id,
       outcome.owner,
     ).changes;
-    if (changed === 0) return;
+    if (changed === 0) return false;
     for (const attempt of outcome.attempts) {
       this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs));
     }
+    return true;
   }
 
   releaseLeases(keepOwner: string, now: number): number {

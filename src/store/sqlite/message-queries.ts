@@ -3,6 +3,7 @@ import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
 import { type MessageRow, toStoredMessage } from '../rows.js';
 import { DedupeIndex } from './dedupe-index.js';
+import type { TrafficQueries } from './traffic-queries.js';
 
 const PRUNE_BATCH = 2_000;
 
@@ -21,7 +22,10 @@ export class MessageQueries {
   private readonly countBetween: Statement<[string, number, number]>;
   private readonly appendAll: (entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[];
 
-  constructor(private readonly db: Database) {
+  constructor(
+    private readonly db: Database,
+    private readonly traffic: TrafficQueries,
+  ) {
     this.acceptedRow = db.prepare(`SELECT source_id, message_id, received_at, status FROM messages WHERE seq = ?`).raw() as Statement<
       [number],
       [string, string | null, number, string]
@@ -43,9 +47,14 @@ export class MessageQueries {
     this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
     this.countAfter = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ?`).pluck();
     this.countBetween = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ? AND seq < ?`).pluck();
-    this.appendAll = db.transaction((entries: readonly IngestEntry[], dedupeSince: number) =>
-      entries.map((entry) => this.appendOne(entry, dedupeSince)),
-    );
+    this.appendAll = db.transaction((entries: readonly IngestEntry[], dedupeSince: number) => {
+      const results = entries.map((entry) => this.appendOne(entry, dedupeSince));
+      this.traffic.add(
+        'messages',
+        results.map((result, i) => ({ at: entries[i]!.receivedAt, status: result.status })),
+      );
+      return results;
+    });
   }
 
   append(entries: readonly IngestEntry[], dedupeSince: number): AppendResult[] {

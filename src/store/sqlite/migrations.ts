@@ -207,6 +207,16 @@ const MIGRATIONS: readonly string[] = [
   );
   INSERT INTO engage_state (id, cursor_seq, lease_owner, lease_expires_at) VALUES (1, 0, NULL, 0);
   `,
+  // 6: per-minute traffic counters for the console's overview (src/domain/traffic.ts)
+  `
+  CREATE TABLE traffic_minutes (
+    minute INTEGER NOT NULL,
+    metric TEXT NOT NULL,
+    status TEXT NOT NULL,
+    count  INTEGER NOT NULL,
+    PRIMARY KEY (minute, metric, status)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

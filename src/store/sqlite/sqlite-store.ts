@@ -3,6 +3,7 @@ import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { regulationEffects } from '../../domain/regulation.js';
+import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
 import type { DestinationKind } from '../../domain/routing.js';
 import { sha256Hex } from '../../util/crypto.js';
 import type {
@@ -42,6 +43,7 @@ import type {
 import { DeliveryQueries } from './delivery-queries.js';
 import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
+import { TrafficQueries } from './traffic-queries.js';
 import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
@@ -85,6 +87,7 @@ export class SqliteStore implements Store {
   private regulations!: RegulationQueries;
   private replays!: ReplayQueries;
   private engage!: EngageQueries;
+  private traffic!: TrafficQueries;
 
   private constructor(private readonly db: Database) {
     this.events.setMaxListeners(0);
@@ -111,8 +114,9 @@ export class SqliteStore implements Store {
 
   async migrate(): Promise<void> {
     migrate(this.db);
-    this.messages = new MessageQueries(this.db);
-    this.deliveries = new DeliveryQueries(this.db);
+    this.traffic = new TrafficQueries(this.db);
+    this.messages = new MessageQueries(this.db, this.traffic);
+    this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
     this.engage = new EngageQueries(this.db, this.messages);
@@ -436,6 +440,12 @@ export class SqliteStore implements Store {
     return committed;
   }
 
+  // --- traffic counters ------------------------------------------------------------------
+
+  async trafficSince(since: number): Promise<TrafficCount[]> {
+    return this.traffic.since(minuteOf(since));
+  }
+
   // --- housekeeping ------------------------------------------------------------------
 
   /** De-duplication needs no pruning here: its index forgets by itself (see DedupeIndex). */
@@ -444,7 +454,7 @@ export class SqliteStore implements Store {
     for (;;) {
       const removed = this.db.transaction(() => this.messages.pruneBatch(before))();
       total += removed;
-      if (removed === 0) return total;
+      if (removed === 0) return total + this.traffic.pruneBefore(before);
       await nextTurn(); // let ingest and delivery run between batches
     }
   }

@@ -1,0 +1,211 @@
+/**
+ * The console's only way to the admin API: same origin, the admin token as a
+ * bearer header (never in a URL), kept in sessionStorage so it goes when the
+ * tab does.
+ */
+const TOKEN_KEY = 'switchyard.adminToken';
+const API = '/admin/v1';
+
+export function storedToken(): string | undefined {
+  return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+}
+
+export function storeToken(token: string | undefined): void {
+  if (token === undefined) sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+/** An admin API error answer: `{"error": {code, message}}`, or a network failure (status 0). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  /**
+   * The body field a validation message starts with, e.g.
+   * `settings.webhooks[1].url` from "settings.webhooks[1].url is not a valid
+   * URL", so a form can show the message beside that field.
+   */
+  get field(): string | undefined {
+    return /^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[\d+\])*/.exec(this.message)?.[0];
+  }
+}
+
+/** Called when the API answers 401: the token was wrong or was rotated. */
+let onUnauthorized: () => void = () => undefined;
+export function whenUnauthorized(listener: () => void): void {
+  onUnauthorized = listener;
+}
+
+function headers(token: string, json: boolean): Record<string, string> {
+  return json ? { authorization: `Bearer ${token}`, 'content-type': 'application/json' } : { authorization: `Bearer ${token}` };
+}
+
+async function errorOf(response: Response): Promise<ApiError> {
+  try {
+    const body = (await response.json()) as { error?: { code?: string; message?: string } };
+    return new ApiError(response.status, body.error?.code ?? 'error', body.error?.message ?? response.statusText);
+  } catch {
+    return new ApiError(response.status, 'error', `${response.status} ${response.statusText}`);
+  }
+}
+
+/** Calls the admin API with a given token (sign-in checks it this way). */
+export async function callWith<T>(token: string, method: string, route: string, body?: unknown): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(API + route, {
+      method,
+      headers: headers(token, body !== undefined),
+      body: body === undefined ? null : JSON.stringify(body),
+      cache: 'no-store',
+    });
+  } catch (error) {
+    throw new ApiError(0, 'network', `the server did not answer (${String(error)})`);
+  }
+  if (!response.ok) throw await errorOf(response);
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+/** Calls the admin API with the signed-in token; a 401 signs out. */
+export async function api<T>(method: string, route: string, body?: unknown): Promise<T> {
+  const token = storedToken();
+  if (token === undefined) {
+    onUnauthorized();
+    throw new ApiError(401, 'unauthorized', 'not signed in');
+  }
+  try {
+    return await callWith<T>(token, method, route, body);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) onUnauthorized();
+    throw error;
+  }
+}
+
+export interface StreamEvent {
+  readonly id: string | undefined;
+  readonly data: string;
+  /** The text of a comment-only block (`: skipped 120 messages; …`); data is then empty. */
+  readonly comment?: string;
+}
+
+/**
+ * Reads a Server-Sent Events route with fetch, since EventSource cannot send
+ * the Authorization header and the token must not go in the query string.
+ * Resolves when the stream ends or `signal` aborts; `onEvents` gets every
+ * event parsed from one network chunk at once, so a burst is one update.
+ */
+export async function readEventStream(
+  route: string,
+  lastEventId: string | undefined,
+  signal: AbortSignal,
+  onEvents: (events: StreamEvent[]) => void,
+  onOpen: () => void = () => undefined,
+): Promise<void> {
+  const token = storedToken();
+  if (token === undefined) throw new ApiError(401, 'unauthorized', 'not signed in');
+  const streamHeaders: Record<string, string> = { ...headers(token, false), accept: 'text/event-stream' };
+  if (lastEventId !== undefined) streamHeaders['last-event-id'] = lastEventId;
+  const response = await fetch(API + route, { headers: streamHeaders, signal, cache: 'no-store' });
+  if (response.status === 401) onUnauthorized();
+  if (!response.ok) throw await errorOf(response);
+  if (response.body === null) return;
+  onOpen();
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      const blocks = buffer.split('\n\n');
+      buffer = blocks.pop() ?? '';
+      const events: StreamEvent[] = [];
+      for (const block of blocks) {
+        let id: string | undefined;
+        let comment: string | undefined;
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('id:')) id = line.slice(3).trim();
+          else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+          else if (line.startsWith(':')) comment = line.slice(1).trim();
+        }
+        if (data.length > 0) events.push({ id, data: data.join('\n') });
+        else if (comment !== undefined) events.push({ id, data: '', comment });
+      }
+      if (events.length > 0) onEvents(events);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+// --- the admin API's shapes, as the console uses them ------------------------------------
+
+export interface Source {
+  readonly id: string;
+  readonly name: string;
+  readonly writeKey: string;
+  readonly enabled: boolean;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface Receiver {
+  url: string;
+  headers?: Record<string, string>;
+  maxRequestsPerSecond?: number;
+}
+
+export interface WebhookDestination {
+  readonly sourceId: string;
+  readonly enabled: boolean;
+  readonly settings: { webhooks: Receiver[]; sharedSecret?: string; standardWebhooks?: { secret: string } };
+  readonly filters: unknown[];
+  readonly updatedAt: string;
+}
+
+export interface DebuggerEntry {
+  readonly seq: number;
+  readonly receivedAt: string;
+  readonly type: string | null;
+  readonly status: string;
+  readonly reason?: string;
+  readonly message: unknown;
+}
+
+export interface Delivery {
+  readonly id: number;
+  readonly sourceId: string;
+  readonly messageSeq: number;
+  readonly messageId?: string;
+  readonly status: 'pending' | 'succeeded' | 'failed';
+  readonly attemptCount: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly nextAttemptAt?: string;
+  readonly lastError?: string;
+}
+
+export interface Attempt {
+  readonly at: string;
+  readonly url: string;
+  readonly statusCode?: number;
+  readonly error?: string;
+  readonly durationMs: number;
+}
+
+export interface Regulation {
+  readonly id: string;
+  readonly regulationType: string;
+  readonly subjectCount: number;
+  readonly sourceIds: string[] | null;
+  readonly status: string;
+  readonly createdAt: string;
+  readonly sources: Array<{ sourceId: string; status: string; error?: string }>;
+}

@@ -1,0 +1,220 @@
+import { useState } from 'preact/hooks';
+import { api, type Attempt, type Delivery } from '../api.js';
+import type { Route } from '../main.js';
+import { navigate } from '../main.js';
+import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
+
+const STATUSES = ['pending', 'succeeded', 'failed'] as const;
+const PAGE_SIZE = 100;
+
+/** A `datetime-local` value for an hour ago, the default "retry failed since". */
+function anHourAgo(): string {
+  const date = new Date(Date.now() - 3_600_000);
+  date.setMinutes(date.getMinutes() - date.getTimezoneOffset());
+  return date.toISOString().slice(0, 16);
+}
+
+export function DeliveriesPage({ route }: { route: Route }) {
+  const { sources, error: sourcesError } = useSources();
+  const sourceId = route.params.get('source') ?? '';
+  const status = route.params.get('status') ?? '';
+  const selectedId = route.params.get('delivery') ?? '';
+  /** Paging: only deliveries older than this id (the API's `beforeId`). */
+  const beforeId = route.params.get('before') ?? '';
+  const [notice, setNotice] = useState('');
+  const [actionError, setActionError] = useState<unknown>(undefined);
+  const [since, setSince] = useState(anHourAgo);
+  const query = new URLSearchParams({
+    limit: String(PAGE_SIZE),
+    ...(sourceId !== '' && { sourceId }),
+    ...(status !== '' && { status }),
+    ...(beforeId !== '' && { beforeId }),
+  });
+  const { value: deliveries, error, reload } = useLoad(async () => (await api<{ deliveries: Delivery[] }>('GET', `/deliveries?${query.toString()}`)).deliveries, [
+    sourceId,
+    status,
+    beforeId,
+  ]);
+  const go = (change: Record<string, string>): void => {
+    const params = { source: sourceId, status, delivery: selectedId, before: beforeId, ...change };
+    navigate('deliveries', Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')));
+  };
+
+  const retryAll = async (event: Event): Promise<void> => {
+    event.preventDefault();
+    try {
+      const sinceMs = new Date(since).getTime();
+      const { requeued } = await api<{ requeued: number }>('POST', '/deliveries/retry', {
+        ...(sourceId !== '' && { sourceId }),
+        ...(Number.isFinite(sinceMs) && { since: new Date(sinceMs).toISOString() }),
+      });
+      setActionError(undefined);
+      setNotice(`Put ${requeued} failed ${requeued === 1 ? 'delivery' : 'deliveries'} back in the queue.`);
+      reload();
+    } catch (failed) {
+      setActionError(failed);
+    }
+  };
+
+  return (
+    <section aria-labelledby="page-title">
+      <PageTitle>Deliveries</PageTitle>
+      <ErrorMessage error={sourcesError} />
+      <div class="row toolbar">
+        {sources !== undefined && <SourcePicker sources={sources} value={sourceId} allowAll onChange={(id) => go({ source: id, delivery: '', before: '' })} />}
+        <label class="inline">
+          Status
+          <select value={status} onChange={(event) => go({ status: (event.target as HTMLSelectElement).value, delivery: '', before: '' })}>
+            <option value="">Any status</option>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="button" class="secondary" onClick={reload}>
+          Refresh
+        </button>
+      </div>
+      <form class="row" onSubmit={(event) => void retryAll(event)} aria-label="Retry failed deliveries">
+        <label class="inline">
+          Retry every failed delivery{sourceId === '' ? '' : ' of this source'} that failed since
+          <input type="datetime-local" value={since} onInput={(event) => setSince((event.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit">Retry all failed since then</button>
+      </form>
+      <Status>{notice}</Status>
+      <ErrorMessage error={actionError} />
+      <ErrorMessage error={error} />
+      {deliveries !== undefined && deliveries.length === 0 && <p>No deliveries match.</p>}
+      {deliveries !== undefined && deliveries.length > 0 && (
+        <table>
+          <caption class="visually-hidden">Deliveries, newest first</caption>
+          <thead>
+            <tr>
+              <th scope="col">Id</th>
+              <th scope="col">Source</th>
+              <th scope="col">Message</th>
+              <th scope="col">Status</th>
+              <th scope="col">Attempts</th>
+              <th scope="col">Updated</th>
+              <th scope="col">Last error</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {deliveries.map((delivery) => (
+              <tr key={delivery.id} data-delivery-id={delivery.id} aria-selected={String(delivery.id) === selectedId}>
+                <td>{delivery.id}</td>
+                <td>
+                  <code>{delivery.sourceId}</code>
+                </td>
+                <td>
+                  <code>{delivery.messageId ?? `#${delivery.messageSeq}`}</code>
+                </td>
+                <td>
+                  <span class={`badge ${delivery.status}`}>{delivery.status}</span>
+                </td>
+                <td>{delivery.attemptCount}</td>
+                <td>{formatTime(delivery.updatedAt)}</td>
+                <td>{delivery.lastError ?? ''}</td>
+                <td class="actions">
+                  <button type="button" class="secondary" onClick={() => go({ delivery: String(delivery.id) })} aria-label={`Show the attempts of delivery ${delivery.id}`}>
+                    Attempts
+                  </button>
+                  {delivery.status === 'failed' && (
+                    <button
+                      type="button"
+                      onClick={() =>
+                        void api('POST', `/deliveries/${delivery.id}/retry`).then(
+                          () => {
+                            setActionError(undefined);
+                            setNotice(`Delivery ${delivery.id} is back in the queue.`);
+                            reload();
+                          },
+                          setActionError,
+                        )
+                      }
+                      aria-label={`Retry delivery ${delivery.id}`}
+                    >
+                      Retry
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {deliveries !== undefined && (beforeId !== '' || deliveries.length === PAGE_SIZE) && (
+        <nav class="row" aria-label="Pages of deliveries">
+          {beforeId !== '' && (
+            <button type="button" class="secondary" onClick={() => go({ before: '', delivery: '' })}>
+              Newest deliveries
+            </button>
+          )}
+          {deliveries.length === PAGE_SIZE && (
+            <button type="button" class="secondary" onClick={() => go({ before: String(deliveries.at(-1)!.id), delivery: '' })}>
+              Older deliveries
+            </button>
+          )}
+        </nav>
+      )}
+      {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} />}
+    </section>
+  );
+}
+
+function Attempts({ id, onClose }: { id: string; onClose: () => void }) {
+  const { value, error, reload } = useLoad(() => api<Delivery & { attempts: Attempt[] }>('GET', `/deliveries/${id}`), [id]);
+  return (
+    <section class="panel" aria-labelledby="attempts-title">
+      <h2 id="attempts-title">Attempts of delivery {id}</h2>
+      <ErrorMessage error={error} />
+      {value !== undefined && (
+        <>
+          <p>
+            Status <span class={`badge ${value.status}`}>{value.status}</span>
+            {value.nextAttemptAt !== undefined && value.status === 'pending' && <> · next attempt {formatTime(value.nextAttemptAt)}</>}
+          </p>
+          {value.attempts.length === 0 ? (
+            <p>No attempt yet.</p>
+          ) : (
+            <table>
+              <caption class="visually-hidden">Attempts, oldest first</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Time</th>
+                  <th scope="col">URL</th>
+                  <th scope="col">Answer</th>
+                  <th scope="col">Duration</th>
+                </tr>
+              </thead>
+              <tbody>
+                {value.attempts.map((attempt, i) => (
+                  <tr key={i} class="attempt">
+                    <td>{formatTime(attempt.at)}</td>
+                    <td>
+                      <code>{attempt.url}</code>
+                    </td>
+                    <td>{attempt.statusCode !== undefined ? `HTTP ${attempt.statusCode}` : (attempt.error ?? '')}</td>
+                    <td>{attempt.durationMs} ms</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </>
+      )}
+      <div class="row">
+        <button type="button" class="secondary" onClick={reload}>
+          Refresh attempts
+        </button>
+        <button type="button" class="secondary" onClick={onClose}>
+          Close attempts
+        </button>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,89 @@
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { ApiError, api, type Source } from './api.js';
+
+/** A time as the console shows it: local, to the second. */
+export function formatTime(iso: string | undefined): string {
+  if (iso === undefined) return '';
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { hour12: false });
+}
+
+export function errorText(error: unknown): string {
+  if (error instanceof ApiError) return error.status === 0 ? error.message : `${error.message} (${error.code})`;
+  return String(error);
+}
+
+/** What a page loads: the value, the error, and a way to load again. */
+export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[]): { value: T | undefined; error: unknown; reload: () => void } {
+  const [value, setValue] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(undefined);
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    let current = true;
+    load().then(
+      (loaded) => {
+        if (!current) return;
+        setValue(loaded);
+        setError(undefined);
+      },
+      (failed: unknown) => {
+        if (current) setError(failed);
+      },
+    );
+    return () => {
+      current = false;
+    };
+  }, [...deps, round]);
+  const reload = useCallback(() => setRound((n) => n + 1), []);
+  return { value, error, reload };
+}
+
+export function useSources(): { sources: Source[] | undefined; error: unknown; reload: () => void } {
+  const { value, error, reload } = useLoad(async () => (await api<{ sources: Source[] }>('GET', '/sources')).sources, []);
+  return { sources: value, error, reload };
+}
+
+export function ErrorMessage({ error }: { error: unknown }) {
+  if (error === undefined || error === null) return null;
+  return (
+    <p class="error" role="alert">
+      {errorText(error)}
+    </p>
+  );
+}
+
+/** A notice that screen readers announce when it changes. */
+export function Status({ children }: { children: ComponentChildren }) {
+  return (
+    <p class="status" role="status" aria-live="polite">
+      {children}
+    </p>
+  );
+}
+
+export function SourcePicker({ sources, value, onChange, label = 'Source', allowAll = false }: {
+  sources: Source[];
+  value: string;
+  onChange: (id: string) => void;
+  label?: string;
+  allowAll?: boolean;
+}) {
+  return (
+    <label class="inline">
+      {label}
+      <select value={value} onChange={(event) => onChange((event.target as HTMLSelectElement).value)}>
+        {allowAll && <option value="">All sources</option>}
+        {sources.map((source) => (
+          <option key={source.id} value={source.id}>
+            {source.name} ({source.id})
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+export function PageTitle({ children }: { children: ComponentChildren }) {
+  return <h1 id="page-title">{children}</h1>;
+}

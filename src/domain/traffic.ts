@@ -1,0 +1,74 @@
+/**
+ * Traffic counts for the console's overview charts: messages received per
+ * minute by status, and delivery rounds per minute by outcome. Stores keep
+ * them as counters written in the same commit as what they count, so a chart
+ * of the last hour reads about 60 rows per series instead of scanning an
+ * hour of messages, and every node shows the same numbers.
+ */
+
+export const MINUTE_MS = 60_000;
+
+export type TrafficMetric = 'messages' | 'deliveries';
+
+/**
+ * What a delivery round came to: `succeeded` and `failed` are final,
+ * `retried` means the round failed and the delivery will be tried again.
+ * Deferred rounds (nothing sent) are not counted.
+ */
+export type DeliveryRoundOutcome = 'succeeded' | 'failed' | 'retried';
+
+export interface TrafficCount {
+  /** Start of the minute, epoch ms. */
+  readonly minute: number;
+  readonly metric: TrafficMetric;
+  /** A message status (`accepted`, `rejected`, …) or a {@link DeliveryRoundOutcome}. */
+  readonly status: string;
+  readonly count: number;
+}
+
+export function minuteOf(at: number): number {
+  return Math.floor(at / MINUTE_MS) * MINUTE_MS;
+}
+
+/** Adds up events into one count per (minute, status), so a commit writes a few counter rows, not one per event. */
+export function tally(events: Iterable<{ readonly at: number; readonly status: string }>): Array<{ minute: number; status: string; count: number }> {
+  const counts = new Map<string, { minute: number; status: string; count: number }>();
+  for (const { at, status } of events) {
+    const minute = minuteOf(at);
+    const key = `${minute} ${status}`;
+    const entry = counts.get(key);
+    if (entry === undefined) counts.set(key, { minute, status, count: 1 });
+    else entry.count++;
+  }
+  return [...counts.values()];
+}
+
+export interface TrafficSeries {
+  /** Start of each minute, oldest first, every minute of the range (empty minutes included). */
+  readonly minutes: readonly number[];
+  /** For each status seen, one count per entry of `minutes`. */
+  readonly counts: Readonly<Record<string, readonly number[]>>;
+  readonly total: number;
+}
+
+/**
+ * One metric's counts as chart series over the minutes `[from, to)`: a
+ * column per minute whatever the store returned, zero where it has nothing,
+ * and always the `statuses` given (in that order) before any other seen.
+ */
+export function trafficSeries(rows: readonly TrafficCount[], metric: TrafficMetric, from: number, to: number, statuses: readonly string[]): TrafficSeries {
+  const first = minuteOf(from);
+  const minutes: number[] = [];
+  for (let minute = first; minute < to; minute += MINUTE_MS) minutes.push(minute);
+  const counts: Record<string, number[]> = {};
+  for (const status of statuses) counts[status] = minutes.map(() => 0);
+  let total = 0;
+  for (const row of rows) {
+    if (row.metric !== metric) continue;
+    const index = (row.minute - first) / MINUTE_MS;
+    if (index < 0 || index >= minutes.length) continue;
+    (counts[row.status] ??= minutes.map(() => 0))[index]! += row.count;
+    total += row.count;
+  }
+  return { minutes, counts, total };
+}

@@ -1,0 +1,41 @@
+// The `traffic_minutes` counters (see src/domain/traffic.ts).
+import type pg from 'pg';
+import { type TrafficCount, type TrafficMetric, tally } from '../../domain/traffic.js';
+
+/**
+ * Every node adds to the counters of the current minute. One row per
+ * (minute, metric, status) would make their commits wait for each other on
+ * that row's lock, so each connection writes its own shard (its backend pid
+ * modulo this) and readers add the shards up.
+ */
+export const TRAFFIC_SHARDS = 16;
+
+/** Counts `events` in the transaction `client` has open, one statement. */
+export async function addTraffic(
+  client: pg.ClientBase,
+  metric: TrafficMetric,
+  events: Iterable<{ readonly at: number; readonly status: string }>,
+): Promise<void> {
+  const counts = tally(events);
+  if (counts.length === 0) return;
+  await client.query(
+    `INSERT INTO traffic_minutes (minute, metric, status, shard, count)
+     SELECT minute, $1, status, pg_backend_pid() % ${TRAFFIC_SHARDS}, count
+     FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS c(minute, status, count)
+     ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count`,
+    [metric, counts.map((c) => c.minute), counts.map((c) => c.status), counts.map((c) => c.count)],
+  );
+}
+
+export async function trafficSince(pool: pg.Pool, since: number): Promise<TrafficCount[]> {
+  const { rows } = await pool.query<TrafficCount>(
+    `SELECT minute, metric, status, sum(count)::bigint AS count FROM traffic_minutes
+     WHERE minute >= $1 GROUP BY minute, metric, status ORDER BY minute, metric, status`,
+    [since],
+  );
+  return rows;
+}
+
+export async function pruneTraffic(pool: pg.Pool, before: number): Promise<number> {
+  return (await pool.query(`DELETE FROM traffic_minutes WHERE minute < $1`, [before])).rowCount ?? 0;
+}
