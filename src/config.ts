@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { VERSION } from './version.js';
 
@@ -27,6 +28,12 @@ export interface Config {
   /** How long stored messages and finished deliveries are kept. */
   readonly retentionMs: number;
   readonly logLevel: string;
+  /**
+   * Threads beside the ingest thread for the background stages (delivery,
+   * deletions, replays, pruning); 0 runs everything on the main thread.
+   * Today the stages share one thread, so values above 1 use 1.
+   */
+  readonly workers: number;
 }
 
 export class ConfigError extends Error {
@@ -54,6 +61,7 @@ const SETTINGS = {
   trustProxy: { flag: 'trust-proxy', env: 'SWITCHYARD_TRUST_PROXY' },
   retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS' },
   logLevel: { flag: 'log-level', env: 'LOG_LEVEL' },
+  workers: { flag: 'workers', env: 'SWITCHYARD_WORKERS' },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The `serve` flags this config understands, for the CLI's help text. */
@@ -128,5 +136,7 @@ export function loadConfig(
     trustProxy: boolean(SETTINGS.trustProxy, false),
     retentionMs: integer(SETTINGS.retentionHours, 7 * 24, 25, 10 * 365 * 24) * 3_600_000,
     logLevel: raw(SETTINGS.logLevel) ?? 'info',
+    // The cores it finds: one is ingest's, the rest may run stages.
+    workers: integer(SETTINGS.workers, availableParallelism() - 1, 0, 256),
   });
 }
