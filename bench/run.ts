@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { backlogBenches } from './backlog.js';
 import { deliveryBenches } from './delivery.js';
 import { ingestBenches } from './ingest.js';
+import { liveBenches } from './live.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
@@ -24,7 +25,7 @@ import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline, type Target, waitHealthy, watchChild } from './lib/target.js';
 
-const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...backlogBenches, ...scalingBenches];
+const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...liveBenches, ...deliveryBenches, ...backlogBenches, ...scalingBenches];
 
 const USAGE = `usage: npm run bench -- [options]
   --only NAME[,NAME]   run only these benches (${BENCHES.map((b) => b.name).join(', ')})

@@ -80,7 +80,8 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
 
   const suppressions = new SuppressionList(store, { pollMs: CONFIG_POLL_MS, onError });
   await suppressions.start();
-  const stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
+  // Started once the server listens (ingest needs only the store); until then there is nothing to wake.
+  const background: { stages?: BackgroundStages } = {};
 
   const committer = new GroupCommitter(store, {
     now,
@@ -106,14 +107,16 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
       extensions: [
         deliveryRoutes(webhooks, new DeliveryAdmin(store, now)),
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
-        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner: { wake: () => stages.wakeRegulations() } })),
-        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => stages.wakeReplays() })),
+        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner: { wake: () => background.stages?.wakeRegulations() } })),
+        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => background.stages?.wakeReplays() })),
       ],
     },
   });
 
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
+  const stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
+  background.stages = stages;
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
