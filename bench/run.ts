@@ -17,6 +17,7 @@ import { deliveryBenches } from './delivery.js';
 import { deliveryFeatureBenches } from './delivery-features.js';
 import { engageBenches } from './engage.js';
 import { ingestBenches } from './ingest.js';
+import { liveBenches } from './live.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
@@ -26,7 +27,15 @@ import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline, type Target, waitHealthy, watchChild } from './lib/target.js';
 
-const BENCHES: readonly BenchDefinition[] = [...ingestBenches, ...deliveryBenches, ...deliveryFeatureBenches, ...engageBenches, ...backlogBenches, ...scalingBenches];
+const BENCHES: readonly BenchDefinition[] = [
+  ...ingestBenches,
+  ...liveBenches,
+  ...deliveryBenches,
+  ...deliveryFeatureBenches,
+  ...engageBenches,
+  ...backlogBenches,
+  ...scalingBenches,
+];
 
 const USAGE = `usage: npm run bench -- [options]
   --only NAME[,NAME]   run only these benches (${BENCHES.map((b) => b.name).join(', ')})

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { VERSION } from './version.js';
 
@@ -33,6 +34,12 @@ export interface Config {
    * request's Host.
    */
   readonly publicUrl: string | undefined;
+  /**
+   * Threads beside the ingest thread for the background stages (delivery,
+   * deletions, replays, Engage, pruning); 0 runs everything on the main thread.
+   * Today the stages share one thread, so values above 1 use 1.
+   */
+  readonly workers: number;
 }
 
 export class ConfigError extends Error {
@@ -61,6 +68,7 @@ const SETTINGS = {
   retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS' },
   logLevel: { flag: 'log-level', env: 'LOG_LEVEL' },
   publicUrl: { flag: 'public-url', env: 'SWITCHYARD_PUBLIC_URL' },
+  workers: { flag: 'workers', env: 'SWITCHYARD_WORKERS' },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The `serve` flags this config understands, for the CLI's help text. */
@@ -141,6 +149,8 @@ export function loadConfig(
     retentionMs: integer(SETTINGS.retentionHours, 7 * 24, 25, 10 * 365 * 24) * 3_600_000,
     logLevel: raw(SETTINGS.logLevel) ?? 'info',
     publicUrl,
+    // The cores it finds: one is ingest's, the rest may run stages.
+    workers: integer(SETTINGS.workers, availableParallelism() - 1, 0, 256),
   });
 }
 

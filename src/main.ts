@@ -17,48 +17,22 @@ import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
 import { WebhookTester } from './admin/webhook-test.js';
 import type { Config } from './config.js';
-import { DeliveryWorker } from './delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './http/metrics.js';
 import { buildServer } from './http/server.js';
-import { EngageRunner } from './engage/engage-runner.js';
 import { GroupCommitter } from './ingest/group-commit.js';
-import { RegulationRunner } from './regulations/regulation-runner.js';
+import { type BackgroundStages, startBackgroundStages } from './pipeline/background-stages.js';
+import { ThreadedStages } from './pipeline/threaded-stages.js';
 import { SuppressionList } from './regulations/suppression-list.js';
-import { ReplayRunner } from './replays/replay-runner.js';
 import { SourceDirectory } from './sources/source-directory.js';
-import { PostgresStore } from './store/postgres/postgres-store.js';
 import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
-import { SqliteStore } from './store/sqlite/sqlite-store.js';
+import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
 import { newMessageId } from './util/ids.js';
 
 /** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
 export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
-
-/**
- * The only place that picks a store adapter. Resolves a migrated store.
- * `logger` hears the PostgreSQL connection errors nobody awaits (a pooled
- * connection or the LISTEN connection dropping; both are replaced). The CLI
- * passes none: its short runs do not LISTEN, and a query that fails tells it.
- */
-export async function openStore(config: Config, logger?: Logger): Promise<Store> {
-  const store =
-    config.databaseUrl === undefined
-      ? SqliteStore.open({ dataDir: config.dataDir, durability: config.durability })
-      : PostgresStore.open({
-          databaseUrl: config.databaseUrl,
-          durability: config.durability,
-          onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection error'),
-        });
-  try {
-    await store.migrate();
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
-  return store;
-}
+export { openStore } from './store/open-store.js';
 
 export interface RunningSwitchyard {
   readonly port: number;
@@ -68,11 +42,6 @@ export interface RunningSwitchyard {
 }
 
 const CONFIG_POLL_MS = 1_000;
-const REGULATION_POLL_MS = 5_000;
-const REPLAY_POLL_MS = 2_000;
-/** Also how soon an expiring audience window is noticed without new messages. */
-const ENGAGE_POLL_MS = 1_000;
-const PRUNE_EVERY_MS = 3_600_000;
 // A synchronous SQLite commit blocks the event loop: bigger groups raise every request's latency.
 const MAX_ENTRIES_PER_COMMIT = 1_000;
 /**
@@ -141,9 +110,8 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
 
   const suppressions = new SuppressionList(store, { pollMs: CONFIG_POLL_MS, onError });
   await suppressions.start();
-  const runner = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
-  const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
-  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
+  // Started once the server listens (ingest needs only the store); until then there is nothing to wake.
+  const background: { stages?: BackgroundStages } = {};
 
   const committer = new GroupCommitter(store, {
     now,
@@ -174,27 +142,18 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
           new WebhookTester(store, { allowPrivateReceivers: config.allowPrivateReceivers, userAgent: config.userAgent, timeoutMs: config.deliveryTimeoutMs, now }),
         ),
         debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
-        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner })),
-        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => replays.wake() })),
-        engageRoutes(new EngageAdmin(store, { now, onChange: () => engage.definitionsChanged() })),
+        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner: { wake: () => background.stages?.wakeRegulations() } })),
+        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => background.stages?.wakeReplays() })),
+        engageRoutes(new EngageAdmin(store, { now, onChange: () => background.stages?.engageDefinitionsChanged() })),
         overviewRoutes(new OverviewAdmin(store, now)),
       ],
     },
   });
 
-  const pruner = setInterval(() => {
-    const at = now();
-    store.prune(at - config.retentionMs, at - DEDUPLICATION_WINDOW_MS).catch(onError);
-  }, PRUNE_EVERY_MS);
-  pruner.unref();
-
   await app.listen({ port: config.port, host: config.host });
   const port = (app.server.address() as AddressInfo).port;
-  const worker = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
-  await worker.start();
-  runner.start();
-  replays.start();
-  engage.start();
+  const stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
+  background.stages = stages;
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   if (createdToken !== undefined || defaultSource !== undefined) {
     printWelcome(port, createdToken, defaultSource?.writeKey);
@@ -206,12 +165,8 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     store,
     close() {
       closing ??= (async () => {
-        clearInterval(pruner);
         await app.close();
-        await worker.stop();
-        await runner.stop();
-        await replays.stop();
-        await engage.stop();
+        await stages.stop();
         directory.stop();
         suppressions.stop();
         await store.close();
@@ -219,6 +174,23 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
       return closing;
     },
   };
+}
+
+/**
+ * Starts the background stages in the stage thread when a core is there for
+ * it, else on this thread. `:memory:` stores stay on this thread: another
+ * connection would open a different, empty database.
+ */
+async function startStages(
+  config: Config,
+  logger: Logger,
+  local: { store: Store; metrics: Metrics; directory: SourceDirectory; suppressions: SuppressionList; now: () => number },
+): Promise<BackgroundStages> {
+  const inMemory = config.databaseUrl === undefined && config.dataDir === ':memory:';
+  if (config.workers === 0 || inMemory) return startBackgroundStages({ ...local, config, logger });
+  const threaded = await ThreadedStages.start(config, logger);
+  local.metrics.forward(() => threaded.metrics());
+  return threaded;
 }
 
 /** Creates the `default` source on the first start of an empty store, in one process only. */

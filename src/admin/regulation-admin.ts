@@ -36,7 +36,7 @@ export interface RegulationAdminOptions {
   /** Present in a serving process: reloaded before a suppression is answered, so it holds from the answer on. */
   readonly suppressions?: SuppressionList | undefined;
   /** Present in a serving process: woken so a deletion starts at once. */
-  readonly runner?: RegulationRunner | undefined;
+  readonly runner?: Pick<RegulationRunner, 'wake'> | undefined;
 }
 
 const DEFAULT_LIMIT = 50;

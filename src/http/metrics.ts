@@ -1,4 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, type MetricObjectWithValues, type MetricValue, Registry, collectDefaultMetrics } from 'prom-client';
+
+type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
 /** The Prometheus metrics of one process, served at GET /metrics. */
 export class Metrics {
@@ -72,8 +74,24 @@ export class Metrics {
     },
   });
 
-  constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
+  /** Other threads' metrics (the stage thread's), summed into every scrape. */
+  private readonly forwarded: Array<() => Promise<MetricsSnapshot>> = [];
+
+  /** `processMetrics: false` in the stage thread: CPU and memory are per process, reported once. */
+  constructor(options: { readonly processMetrics?: boolean } = {}) {
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_' });
+  }
+
+  /** Adds another thread's metrics to {@link render}; same-named series are summed. */
+  forward(read: () => Promise<MetricsSnapshot>): void {
+    this.forwarded.push(read);
+  }
+
+  /** The Prometheus text of this thread's metrics plus every forwarded thread's. */
+  async render(): Promise<string> {
+    if (this.forwarded.length === 0) return this.registry.metrics();
+    const snapshots = await Promise.all([this.registry.getMetricsAsJSON(), ...this.forwarded.map((read) => read())]);
+    return AggregatorRegistry.aggregate(snapshots).metrics();
   }
 
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */

@@ -93,7 +93,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
   app.get('/metrics', { schema: HEALTH_SCHEMAS.metrics }, async (_request, reply) => {
     reply.header('content-type', options.metrics.registry.contentType);
-    return options.metrics.registry.metrics();
+    return options.metrics.render();
   });
 
   consoleRoutes(app);

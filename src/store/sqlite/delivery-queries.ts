@@ -1,4 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement, Transaction } from 'better-sqlite3';
 import type {
   ClaimRequest,
   ClaimedDelivery,
@@ -13,8 +13,8 @@ import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toCl
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
 export class DeliveryQueries {
-  private readonly claimTx: (request: ClaimRequest) => ClaimedDelivery[];
-  private readonly finishTx: (outcomes: readonly DeliveryOutcome[]) => void;
+  private readonly claimTx: Transaction<(request: ClaimRequest) => ClaimedDelivery[]>;
+  private readonly finishTx: Transaction<(outcomes: readonly DeliveryOutcome[]) => void>;
   /** Claims and reads each claimed job's message body in one statement. */
   private readonly lease: Statement<[string, number, number, number, number], ClaimRow>;
   private readonly finish: Statement<unknown[]>;
@@ -59,11 +59,11 @@ export class DeliveryQueries {
   }
 
   claim(request: ClaimRequest): ClaimedDelivery[] {
-    return this.claimTx(request);
+    return this.claimTx.immediate(request);
   }
 
   finishAll(outcomes: readonly DeliveryOutcome[]): void {
-    this.finishTx(outcomes);
+    this.finishTx.immediate(outcomes);
   }
 
   /** Resolves whether the outcome applied (its owner still held the lease). */

@@ -1,4 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement, Transaction } from 'better-sqlite3';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
 import { type MessageRow, toStoredMessage } from '../rows.js';
@@ -20,7 +20,7 @@ export class MessageQueries {
   private readonly after: Statement<[string, number, number], MessageRow>;
   private readonly countAfter: Statement<[string, number]>;
   private readonly countBetween: Statement<[string, number, number]>;
-  private readonly appendAll: (entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[];
+  private readonly appendAll: Transaction<(entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[]>;
 
   constructor(
     private readonly db: Database,
@@ -58,7 +58,7 @@ export class MessageQueries {
   }
 
   append(entries: readonly IngestEntry[], dedupeSince: number): AppendResult[] {
-    return this.appendAll(entries, dedupeSince);
+    return this.appendAll.immediate(entries, dedupeSince);
   }
 
   private appendOne(entry: IngestEntry, dedupeSince: number): AppendResult {

@@ -1,4 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement, Transaction } from 'better-sqlite3';
 import {
   type RegulationStatus,
   type RegulationStepStatus,
@@ -62,8 +62,8 @@ export class RegulationQueries {
   private readonly stepCounts: Statement<[string], { pending: number; failed: number }>;
   private readonly setStatus: Statement<[RegulationStatus, number, string]>;
   private readonly sourcesOf: Statement<[string], RegulationSourceRow>;
-  private readonly runStepTx: (step: RegulationStepRun) => boolean;
-  private readonly failStepTx: (step: RegulationStepKey, error: string, at: number) => boolean;
+  private readonly runStepTx: Transaction<(step: RegulationStepRun) => boolean>;
+  private readonly failStepTx: Transaction<(step: RegulationStepKey, error: string, at: number) => boolean>;
 
   constructor(
     private readonly db: Database,
@@ -132,11 +132,11 @@ export class RegulationQueries {
 
   /** One step in one transaction; see Store.runRegulationStep. */
   runStep(step: RegulationStepRun): boolean {
-    return this.runStepTx(step);
+    return this.runStepTx.immediate(step);
   }
 
   failStep(step: RegulationStepKey, error: string, at: number): boolean {
-    return this.failStepTx(step, error, at);
+    return this.failStepTx.immediate(step, error, at);
   }
 
   private runStepNow(step: RegulationStepRun): boolean {

@@ -1,4 +1,4 @@
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement, Transaction } from 'better-sqlite3';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
 import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
 
@@ -11,7 +11,7 @@ const WITH_COUNTS = `
 
 /** Replays: their rows, and the pages of deliveries they queue. */
 export class ReplayQueries {
-  private readonly queuePageTx: (page: ReplayPage) => boolean;
+  private readonly queuePageTx: Transaction<(page: ReplayPage) => boolean>;
   private readonly moveCursor: Statement<[number, number, number, string, number]>;
   private readonly insertDelivery: Statement<[string, number, number, string | null, number, number, string]>;
 
@@ -60,7 +60,7 @@ export class ReplayQueries {
   }
 
   queuePage(page: ReplayPage): boolean {
-    return this.queuePageTx(page);
+    return this.queuePageTx.immediate(page);
   }
 
   end(id: string, status: 'done' | 'cancelled', at: number): ReplayRecord | undefined {
@@ -72,7 +72,7 @@ export class ReplayQueries {
           .run(id);
         this.db.prepare(`DELETE FROM deliveries WHERE replay_id = ? AND status = 'pending'`).run(id);
       }
-    })();
+    }).immediate();
     return this.get(id);
   }
 }

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { BroadcastChannel } from 'node:worker_threads';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { regulationEffects } from '../../domain/regulation.js';
 import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
@@ -78,6 +79,12 @@ interface DestinationRow {
  * process (the CLI may open it beside the server). better-sqlite3 is
  * synchronous, so each method runs to completion within one event-loop turn;
  * callers group writes (see ingest's group commit) to share commits.
+ *
+ * `serve` opens the file twice, ingest on the main thread and the background
+ * stages on a worker thread. Every writing transaction therefore begins
+ * IMMEDIATE: a deferred one that reads first and then writes fails at once
+ * with SQLITE_BUSY when the other connection committed in between, while
+ * IMMEDIATE takes the write lock up front and waits under `busy_timeout`.
  */
 export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false };
@@ -89,8 +96,25 @@ export class SqliteStore implements Store {
   private engage!: EngageQueries;
   private traffic!: TrafficQueries;
 
-  private constructor(private readonly db: Database) {
+  /**
+   * Carries change notifications between the threads of one process that
+   * opened the same file (ingest on the main thread, the background stages on
+   * a worker thread), so a commit on one connection wakes the other at once.
+   * Undefined for `:memory:`, which no other connection can see.
+   */
+  private readonly peers: BroadcastChannel | undefined;
+
+  private constructor(
+    private readonly db: Database,
+    file: string,
+  ) {
     this.events.setMaxListeners(0);
+    if (file !== ':memory:') {
+      this.peers = new BroadcastChannel(`switchyard-sqlite:${file}`);
+      this.peers.onmessage = (message) => this.events.emit('change', (message as { data: StoreTopic }).data);
+      // Notifications are hints: they must never keep a finished process alive.
+      this.peers.unref();
+    }
   }
 
   static open(options: SqliteStoreOptions): SqliteStore {
@@ -109,7 +133,7 @@ export class SqliteStore implements Store {
     // 64 MiB of page cache (the default is 2 MiB): inserts into the indexes
     // of a large store, random message ids above all, stay in memory.
     db.pragma('cache_size = -65536');
-    return new SqliteStore(db);
+    return new SqliteStore(db, file);
   }
 
   async migrate(): Promise<void> {
@@ -128,6 +152,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     this.events.removeAllListeners();
+    this.peers?.close();
     if (this.db.open) this.db.close();
   }
 
@@ -138,6 +163,7 @@ export class SqliteStore implements Store {
 
   private emit(topic: StoreTopic): void {
     this.events.emit('change', topic);
+    this.peers?.postMessage(topic);
   }
 
   // --- settings -------------------------------------------------------------------
@@ -161,7 +187,7 @@ export class SqliteStore implements Store {
       const value = write();
       this.db.prepare(`UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'config_version'`).run();
       return value;
-    })();
+    }).immediate();
     this.emit('config');
     return result;
   }
@@ -267,7 +293,7 @@ export class SqliteStore implements Store {
 
   async createRegulation(regulation: NewRegulation): Promise<void> {
     if (regulationEffects(regulation.regulationType).suppression === undefined) {
-      this.db.transaction(() => this.regulations.create(regulation))();
+      this.db.transaction(() => this.regulations.create(regulation)).immediate();
     } else {
       this.configChange(() => this.regulations.create(regulation));
     }
@@ -452,7 +478,7 @@ export class SqliteStore implements Store {
   async prune(before: number): Promise<number> {
     let total = 0;
     for (;;) {
-      const removed = this.db.transaction(() => this.messages.pruneBatch(before))();
+      const removed = this.db.transaction(() => this.messages.pruneBatch(before)).immediate();
       total += removed;
       if (removed === 0) return total + this.traffic.pruneBefore(before);
       await nextTurn(); // let ingest and delivery run between batches

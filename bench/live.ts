@@ -1,0 +1,165 @@
+/**
+ * `ingest.live`: `/v1/track` at saturation while every message is also
+ * delivered, the way a user runs Switchyard (a source with a signed Webhooks
+ * destination, the receiver a bare `node:http` server in its own process).
+ * Against it, in the same run, a bare relay: `node:http` that parses,
+ * answers 200 and POSTs on through an undici pool to the same kind of
+ * receiver. Switchyard runs twice, with the background stages in their own
+ * thread (the default on a machine with more than one core) and with
+ * `--workers 0` (everything on one event loop, as before), so the gain of
+ * the stage thread is measured in the same run too.
+ */
+import { fileURLToPath } from 'node:url';
+import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
+import { spawnManaged } from './lib/children.js';
+import { freePort } from './lib/free-port.js';
+import { type LoadResult, runLoad } from './lib/http-load.js';
+import { type Target, waitHealthy, watchChild } from './lib/target.js';
+
+const RECEIVER_SCRIPT = fileURLToPath(new URL('./lib/live-receiver.js', import.meta.url));
+const RELAY_SCRIPT = fileURLToPath(new URL('./lib/live-relay.js', import.meta.url));
+const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', properties: { orderId: 'o-1', revenue: 42.5, currency: 'EUR' } });
+/** Bounds the wait for the last acknowledged message to reach the receiver. */
+const DRAIN_TIMEOUT_MS = 180_000;
+
+interface SideResult {
+  readonly label: string;
+  readonly load: LoadResult;
+  readonly acknowledged: number;
+  /** From the end of the load to the last acknowledged message at the receiver. */
+  readonly deliveryLagMs: number;
+  readonly allDelivered: boolean;
+  /** CPU of all threads of the server process, load and drain, per acknowledged message. */
+  readonly cpuMicrosPerMessage: number;
+  /** Longest event-loop delay of the ingest thread during the load (Switchyard only). */
+  readonly ingestLoopMaxBlockMs?: number | undefined;
+}
+
+async function startScript(label: string, script: string, env: Record<string, string>): Promise<Target> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawnManaged(label, process.execPath, [script], { env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env } });
+  await waitHealthy(child, url, label);
+  return watchChild(label, child, url, {});
+}
+
+async function receivedBy(receiver: Target): Promise<number> {
+  const response = await fetch(`${receiver.url}/count`, { signal: AbortSignal.timeout(10_000) });
+  return ((await response.json()) as { received: number }).received;
+}
+
+/** The ingest thread's longest event-loop delay since the last scrape (prom-client resets it per scrape). */
+async function loopMaxMs(target: Target): Promise<number | undefined> {
+  const text = await (await fetch(`${target.url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  const value = /^switchyard_nodejs_eventloop_lag_max_seconds\s+([\d.e+-]+)$/m.exec(text)?.[1];
+  return value === undefined ? undefined : Number(value) * 1000;
+}
+
+async function waitDelivered(receiver: Target, expected: number): Promise<boolean> {
+  const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if ((await receivedBy(receiver)) >= expected) return true;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return false;
+}
+
+async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>): Promise<T> {
+  const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, env);
+  try {
+    return await start();
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+}
+
+async function measure(context: BenchContext, label: string, workers: string | undefined): Promise<SideResult> {
+  const { options } = context;
+  const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, {});
+  let server: Target | undefined;
+  try {
+    const hook = `${receiver.url}/hook`;
+    if (workers === undefined) {
+      server = await startScript(label, RELAY_SCRIPT, { RECEIVER_URL: hook });
+    } else {
+      server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers }, () => context.startSwitchyard(label));
+      const admin = server.admin!;
+      const response = await fetch(`${server.url}/admin/v1/sources/${admin.sourceId}/destinations/webhooks`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ enabled: true, settings: { webhooks: [{ url: hook }], sharedSecret: 'bench-shared-secret-0123456789' } }),
+      });
+      if (response.status !== 200) throw new Error(`${label}: setting the destination answered ${response.status}`);
+    }
+    const spec = { url: `${server.url}/v1/track`, headers: server.headers, body: BODY, connections: options.connections };
+
+    context.log(`${label}: warm-up ${options.warmupSec}s`);
+    const warm = await runLoad({ ...spec, durationSec: Math.max(1, options.warmupSec) });
+    await waitDelivered(receiver, warm.requests - warm.non2xx);
+
+    const before = await receivedBy(receiver);
+    const cpuBefore = server.cpuSeconds() ?? NaN;
+    if (workers !== undefined) await loopMaxMs(server);
+    context.log(`${label}: ${options.durationSec}s at saturation, ${options.connections} connections`);
+    const load = await runLoad({ ...spec, durationSec: options.durationSec });
+    const loadEnd = Date.now();
+    const ingestLoopMaxBlockMs = workers === undefined ? undefined : await loopMaxMs(server);
+    const acknowledged = load.requests - load.non2xx;
+    const allDelivered = await waitDelivered(receiver, before + acknowledged);
+    const deliveryLagMs = Date.now() - loadEnd;
+    const cpu = (server.cpuSeconds() ?? NaN) - cpuBefore;
+    const failure = server.failure();
+    if (failure !== undefined) throw new Error(`${label}: ${failure}`);
+    context.log(`${label}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, lag ${deliveryLagMs} ms (${load.generator})`);
+    return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged), ingestLoopMaxBlockMs };
+  } finally {
+    await server?.stop();
+    await receiver.stop();
+  }
+}
+
+const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
+
+function summary(side: SideResult): Record<string, unknown> {
+  return {
+    requestsPerSec: round(side.load.requestsPerSec, 0),
+    p99Ms: round(side.load.p99Ms, 1),
+    acknowledged: side.acknowledged,
+    non2xx: side.load.non2xx,
+    deliveryLagMs: side.deliveryLagMs,
+    allDelivered: side.allDelivered,
+    cpuMicrosPerMessage: round(side.cpuMicrosPerMessage, 0),
+    ...(side.ingestLoopMaxBlockMs === undefined ? {} : { ingestLoopMaxBlockMs: round(side.ingestLoopMaxBlockMs, 1) }),
+  };
+}
+
+export const liveBenches: readonly BenchDefinition[] = [
+  {
+    name: 'ingest.live',
+    async run(context): Promise<BenchReport> {
+      const relay = await measure(context, 'bare relay', undefined);
+      const threaded = await measure(context, 'switchyard (stage thread)', String(Math.max(1, (await import('node:os')).availableParallelism() - 1)));
+      const single = await measure(context, 'switchyard (--workers 0)', '0');
+      const ratio = threaded.load.requestsPerSec / relay.load.requestsPerSec;
+      const p99VsRelay = threaded.load.p99Ms / relay.load.p99Ms;
+      return {
+        description: '/v1/track at saturation with a signed Webhooks destination delivering, vs a bare relay (parse, 200, POST on)',
+        metric: 'requests/s',
+        ratio: round(ratio, 3),
+        target: 0.6,
+        pass: ratio >= 0.6 && p99VsRelay <= 2 && threaded.allDelivered,
+        loadGenerator: relay.load.generator,
+        p99VsRelay: round(p99VsRelay, 2),
+        p99Target: '≤ 2× the relay',
+        singleThreadRatio: round(single.load.requestsPerSec / relay.load.requestsPerSec, 3),
+        relay: summary(relay),
+        switchyard: summary(threaded),
+        switchyardWorkers0: summary(single),
+      };
+    },
+  },
+];

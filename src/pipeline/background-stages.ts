@@ -1,0 +1,79 @@
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { DeliveryWorker } from '../delivery/delivery-worker.js';
+import { DEDUPLICATION_WINDOW_MS } from '../domain/message.js';
+import { EngageRunner } from '../engage/engage-runner.js';
+import type { Metrics } from '../http/metrics.js';
+import { RegulationRunner } from '../regulations/regulation-runner.js';
+import type { SuppressionList } from '../regulations/suppression-list.js';
+import { ReplayRunner } from '../replays/replay-runner.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import type { Store } from '../store/store.js';
+import { newMessageId } from '../util/ids.js';
+
+const REGULATION_POLL_MS = 5_000;
+const REPLAY_POLL_MS = 2_000;
+/** Also how soon an expiring audience window is noticed without new messages. */
+const ENGAGE_POLL_MS = 1_000;
+const PRUNE_EVERY_MS = 3_600_000;
+
+/** What the ingest side may ask of the background stages, wherever they run. */
+export interface BackgroundStages {
+  /** A deletion request was just created: look for its steps now. */
+  wakeRegulations(): void;
+  /** A replay was just created: start it now. */
+  wakeReplays(): void;
+  /** A computed trait or audience was created, changed or deleted: reload the definitions now. */
+  engageDefinitionsChanged(): void;
+  /** Finishes in-flight work and stops every stage (the store stays open). */
+  stop(): Promise<void>;
+}
+
+export interface BackgroundStageDeps {
+  readonly store: Store;
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** Already started: the stages read destinations and suppressions from them. */
+  readonly directory: SourceDirectory;
+  readonly suppressions: SuppressionList;
+  readonly now: () => number;
+}
+
+/**
+ * Builds and starts the stages that run after the 200: delivery, deletion
+ * steps, replays, Engage (profiles, computed traits, audiences) and the pruner. Each works only from the store, so it can
+ * run on the main thread (`--workers 0`) or in the stage thread with its own
+ * connection, and a crash of it loses nothing.
+ */
+export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<BackgroundStages> {
+  const { store, config, logger, metrics, directory, suppressions, now } = deps;
+  const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
+
+  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
+  const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
+  const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
+  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
+  // Every stage has the same start / stop / wake shape.
+  const runners = [regulations, replays, engage];
+
+  const pruner = setInterval(() => {
+    const at = now();
+    store.prune(at - config.retentionMs, at - DEDUPLICATION_WINDOW_MS).catch(onError);
+  }, PRUNE_EVERY_MS);
+  pruner.unref();
+
+  await delivery.start();
+  for (const runner of runners) runner.start();
+
+  return {
+    wakeRegulations: () => regulations.wake(),
+    wakeReplays: () => replays.wake(),
+    engageDefinitionsChanged: () => engage.definitionsChanged(),
+    async stop() {
+      clearInterval(pruner);
+      await delivery.stop();
+      for (const runner of runners) await runner.stop();
+    },
+  };
+}

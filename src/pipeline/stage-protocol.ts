@@ -1,0 +1,23 @@
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { Config } from '../config.js';
+
+/** What the stage thread is started with. */
+export interface StageThreadData {
+  readonly config: Config;
+  /** The pino level of the main logger, so tests' silent logs stay silent. */
+  readonly logLevel: string;
+}
+
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
+
+/** Main thread → stage thread. */
+export type ToStageThread =
+  | { readonly type: 'wake'; readonly stage: 'regulations' | 'replays' | 'engage' }
+  | { readonly type: 'metrics'; readonly id: number }
+  | { readonly type: 'stop' };
+
+/** Stage thread → main thread. */
+export type FromStageThread =
+  | { readonly type: 'ready' }
+  | { readonly type: 'metrics'; readonly id: number; readonly metrics: MetricsSnapshot }
+  | { readonly type: 'stopped' };
