@@ -37,8 +37,19 @@ export { openStore } from './store/open-store.js';
 export interface RunningSwitchyard {
   readonly port: number;
   readonly store: Store;
+  /**
+   * What the person starting the service must see once (`serve` prints it):
+   * a generated admin token nobody has seen yet, and the `default` source
+   * when this start created it or when the token is new. Never logged.
+   */
+  readonly welcome: Welcome | undefined;
   /** Stops taking requests, finishes in-flight work, closes the store. */
   close(): Promise<void>;
+}
+
+export interface Welcome {
+  readonly adminToken?: string;
+  readonly defaultSource?: { readonly id: string; readonly writeKey: string };
 }
 
 const CONFIG_POLL_MS = 1_000;
@@ -88,6 +99,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
   return {
     port: running.port,
     store: running.store,
+    welcome: running.welcome,
     close: () => running.close().finally(() => lock?.release()),
   };
 }
@@ -155,14 +167,21 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   const stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
   background.stages = stages;
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
-  if (createdToken !== undefined || defaultSource !== undefined) {
-    printWelcome(port, createdToken, defaultSource?.writeKey);
-  }
+  // A token never shown before comes with the default source again: a failed first start showed neither.
+  const shownSource = defaultSource ?? (createdToken === undefined ? undefined : (await store.listSources()).find((s) => s.name === 'default'));
+  const welcome: Welcome | undefined =
+    createdToken === undefined && shownSource === undefined
+      ? undefined
+      : {
+          ...(createdToken !== undefined && { adminToken: createdToken }),
+          ...(shownSource !== undefined && { defaultSource: { id: shownSource.id, writeKey: shownSource.writeKey } }),
+        };
 
   let closing: Promise<void> | undefined;
   return {
     port,
     store,
+    welcome,
     close() {
       closing ??= (async () => {
         await app.close();
@@ -194,23 +213,8 @@ async function startStages(
 }
 
 /** Creates the `default` source on the first start of an empty store, in one process only. */
-async function createDefaultSourceOnce(store: Store, sources: SourceAdmin): Promise<{ writeKey: string } | undefined> {
+async function createDefaultSourceOnce(store: Store, sources: SourceAdmin): Promise<{ id: string; writeKey: string } | undefined> {
   if (!(await store.insertSettingIfAbsent('bootstrapped_at', new Date().toISOString()))) return undefined;
   if ((await store.listSources()).length > 0) return undefined;
   return sources.create({ name: 'default' });
-}
-
-/** Secrets go to stdout once, for the person starting the service; never to the log. */
-function printWelcome(port: number, adminToken: string | undefined, writeKey: string | undefined): void {
-  const lines = ['', 'Switchyard is ready.'];
-  if (writeKey !== undefined) lines.push(`  Write key of the "default" source: ${writeKey}`);
-  if (adminToken !== undefined) lines.push(`  Admin token (shown only this once; keep it): ${adminToken}`);
-  if (writeKey !== undefined) {
-    lines.push(
-      '  Try it:',
-      `    curl -u '${writeKey}:' -H 'Content-Type: application/json' \\`,
-      `      -d '{"userId":"u1","event":"Signed Up"}' http://127.0.0.1:${port}/v1/track`,
-    );
-  }
-  process.stdout.write(`${lines.join('\n')}\n\n`);
 }

@@ -3,28 +3,62 @@ import { constantTimeEqual, sha256Hex } from '../util/crypto.js';
 import { newAdminToken } from '../util/ids.js';
 
 const TOKEN_HASH_SETTING = 'admin_token_sha256';
+/** Set once the generated token has been printed: until then nobody knows it, so a start may replace it. */
+const TOKEN_SHOWN_SETTING = 'admin_token_shown_at';
+/** A token that does not match is checked again against the store at most this often (a rotation by the CLI). */
+const REREAD_AFTER_MS = 1_000;
 
-/** Checks admin bearer tokens against a SHA-256 digest; the token itself is never stored. */
+/**
+ * Checks admin bearer tokens against a SHA-256 digest; the token itself is
+ * never stored. A generated token lives in the store as its digest; the
+ * `serve` that generated it prints it once it listens and then marks it
+ * shown, so a first start that fails (a busy port) does not lose it: the
+ * next start makes a new one and prints that.
+ */
 export class AdminAuth {
-  private constructor(private readonly tokenHash: string) {}
+  private rereadAt = 0;
 
-  verify(token: string): boolean {
-    return constantTimeEqual(sha256Hex(token), this.tokenHash);
+  private constructor(
+    private tokenHash: string,
+    /** Where a rotated digest is read from; undefined with a configured token. */
+    private readonly store: Store | undefined,
+  ) {}
+
+  /** Whether `token` is the admin token; a mismatch re-reads the stored digest (at most once a second). */
+  async verify(token: string): Promise<boolean> {
+    const digest = sha256Hex(token);
+    if (constantTimeEqual(digest, this.tokenHash)) return true;
+    if (this.store === undefined || Date.now() < this.rereadAt) return false;
+    this.rereadAt = Date.now() + REREAD_AFTER_MS;
+    this.tokenHash = (await this.store.getSetting(TOKEN_HASH_SETTING)) ?? this.tokenHash;
+    return constantTimeEqual(digest, this.tokenHash);
   }
 
   /**
    * Uses the configured token when there is one; otherwise the stored digest,
-   * creating a token on first start. `createdToken` is set only for the one
-   * process that created it, which prints it once.
+   * generating a token when there is none or when the one there was never
+   * shown. `createdToken` is set for the process that generated it, which
+   * prints it and then calls {@link AdminAuth.markShown}.
    */
   static async load(store: Store, configured: string | undefined): Promise<{ auth: AdminAuth; createdToken?: string }> {
-    if (configured !== undefined) return { auth: new AdminAuth(sha256Hex(configured)) };
-    const candidate = newAdminToken();
-    if (await store.insertSettingIfAbsent(TOKEN_HASH_SETTING, sha256Hex(candidate))) {
-      return { auth: new AdminAuth(sha256Hex(candidate)), createdToken: candidate };
-    }
+    if (configured !== undefined) return { auth: new AdminAuth(sha256Hex(configured), undefined) };
     const stored = await store.getSetting(TOKEN_HASH_SETTING);
-    if (stored === undefined) throw new Error('the admin token digest vanished from the settings table');
-    return { auth: new AdminAuth(stored) };
+    if (stored !== undefined && (await store.getSetting(TOKEN_SHOWN_SETTING)) !== undefined) return { auth: new AdminAuth(stored, store) };
+    const candidate = newAdminToken();
+    await store.putSetting(TOKEN_HASH_SETTING, sha256Hex(candidate));
+    return { auth: new AdminAuth(sha256Hex(candidate), store), createdToken: candidate };
+  }
+
+  /** The generated token has been printed: later starts keep it. */
+  static async markShown(store: Store, at: number): Promise<void> {
+    await store.putSetting(TOKEN_SHOWN_SETTING, new Date(at).toISOString());
+  }
+
+  /** A new generated token (the old one stops working within a second on running servers); resolves it. */
+  static async rotate(store: Store, at: number): Promise<string> {
+    const token = newAdminToken();
+    await store.putSetting(TOKEN_HASH_SETTING, sha256Hex(token));
+    await AdminAuth.markShown(store, at);
+    return token;
   }
 }

@@ -20,7 +20,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
   app.addHook('onRequest', async (request) => {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
     if (match === null) throw new ApiError('unauthorized', 'send the admin token as "Authorization: Bearer <token>"');
-    if (!auth.verify(match[1]!)) throw new ApiError('unauthorized', 'the admin token is wrong');
+    if (!(await auth.verify(match[1]!))) throw new ApiError('unauthorized', 'the admin token is wrong');
   });
 
   // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:

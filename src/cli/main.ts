@@ -1,7 +1,8 @@
+import { AdminAuth } from '../admin/admin-auth.js';
 import { SourceAdmin } from '../admin/source-admin.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { ApiError } from '../errors.js';
-import { DataDirInUseError, openStore, startSwitchyard } from '../main.js';
+import { DataDirInUseError, openStore, startSwitchyard, type Welcome } from '../main.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
@@ -22,6 +23,7 @@ Commands:
   sources rename ID NAME         rename a source
   sources enable ID | disable ID turn a source's intake on or off
   sources delete ID              delete a source and everything stored for it
+  admin-token rotate             a new admin token, printed once (running servers take it within a second)
 ${DELIVERY_USAGE}${REPLAY_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}
 Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
 DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
@@ -73,6 +75,10 @@ async function sourcesCommand(words: string[], flags: Record<string, string | tr
 async function serve(flags: Record<string, string | true>): Promise<void> {
   const config = loadConfig(flags);
   const running = await startSwitchyard(config);
+  if (running.welcome !== undefined) {
+    printWelcome(running.port, running.welcome);
+    if (running.welcome.adminToken !== undefined) await AdminAuth.markShown(running.store, Date.now());
+  }
   let signals = 0;
   const stop = (signal: string): void => {
     if (++signals > 1) process.exit(1);
@@ -87,6 +93,39 @@ async function serve(flags: Record<string, string | true>): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/** Secrets go to stdout once, for the person starting the service; never to the log. */
+function printWelcome(port: number, welcome: Welcome): void {
+  const lines = ['', 'Switchyard is ready.'];
+  const source = welcome.defaultSource;
+  if (source !== undefined) lines.push(`  The "default" source: id ${source.id}, write key ${source.writeKey}`);
+  if (welcome.adminToken !== undefined) {
+    lines.push(
+      `  Admin token (shown only this once; keep it): ${welcome.adminToken}`,
+      `    export ADMIN_TOKEN=${welcome.adminToken}`,
+      '    (set SWITCHYARD_ADMIN_TOKEN to choose your own; `switchyard admin-token rotate` makes a new one)',
+    );
+  }
+  if (source !== undefined) {
+    lines.push(
+      '  Try it:',
+      `    curl -u '${source.writeKey}:' -H 'Content-Type: application/json' \\`,
+      `      -d '{"userId":"u1","event":"Signed Up"}' http://127.0.0.1:${port}/v1/track`,
+    );
+  }
+  process.stdout.write(`${lines.join('\n')}\n\n`);
+}
+
+async function adminTokenCommand(rest: readonly string[], flags: Record<string, string | true>): Promise<void> {
+  if (rest[0] !== 'rotate') throw new UsageError(`unknown admin-token command ${JSON.stringify(rest[0] ?? '')}`);
+  if (loadConfig(flags).adminToken !== undefined) {
+    throw new ConfigError('SWITCHYARD_ADMIN_TOKEN (--admin-token) is set: the token is whatever it says; change it there and restart');
+  }
+  return withStore(flags, async (store) => {
+    const token = await AdminAuth.rotate(store, Date.now());
+    return { adminToken: token, note: 'shown only this once; the old token stops working within a second' };
+  });
 }
 
 class UsageError extends Error {}
@@ -108,6 +147,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(flags);
     case 'sources':
       return sourcesCommand(rest, flags);
+    case 'admin-token':
+      return adminTokenCommand(rest, flags);
     case 'webhooks':
     case 'deliveries':
       return deliveryCommand(argv, { withStore, usageError: (message) => new UsageError(message) });

@@ -51,6 +51,8 @@ export interface Store {
   getSetting(key: string): Promise<string | undefined>;
   /** Stores `value` unless `key` has one; resolves true when this call stored it. */
   insertSettingIfAbsent(key: string, value: string): Promise<boolean>;
+  /** Stores a setting, replacing its value. */
+  putSetting(key: string, value: string): Promise<void>;
   /**
    * A number that changes whenever sources, destinations or suppressions
    * change, from any process; caches poll it to know when to reload.

@@ -169,6 +169,10 @@ export class PostgresStore implements Store {
     return (result.rowCount ?? 0) > 0;
   }
 
+  async putSetting(key: string, value: string): Promise<void> {
+    await this.pool.query('INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
+  }
+
   async getConfigVersion(): Promise<number> {
     return Number(await this.getSetting('config_version'));
   }

@@ -177,6 +177,10 @@ export class SqliteStore implements Store {
     return this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING').run(key, value).changes > 0;
   }
 
+  async putSetting(key: string, value: string): Promise<void> {
+    this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, value);
+  }
+
   async getConfigVersion(): Promise<number> {
     return Number(await this.getSetting('config_version'));
   }
