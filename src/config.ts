@@ -42,6 +42,9 @@ export interface Config {
   readonly workers: number;
 }
 
+/** pino's levels. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
@@ -117,6 +120,10 @@ export function loadConfig(
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError(`${describe(SETTINGS.databaseUrl)} must start with postgres:// or postgresql://`);
   }
+  const logLevel = raw(SETTINGS.logLevel) ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`${describe(SETTINGS.logLevel)} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
+  }
   const durability = raw(SETTINGS.durability) ?? 'process';
   if (durability !== 'process' && durability !== 'fsync') {
     throw new ConfigError(`${describe(SETTINGS.durability)} must be "process" or "fsync", got ${JSON.stringify(durability)}`);
@@ -147,7 +154,7 @@ export function loadConfig(
     durability,
     trustProxy: boolean(SETTINGS.trustProxy, false),
     retentionMs: integer(SETTINGS.retentionHours, 7 * 24, 25, 10 * 365 * 24) * 3_600_000,
-    logLevel: raw(SETTINGS.logLevel) ?? 'info',
+    logLevel,
     publicUrl,
     // The cores it finds: one is ingest's, the rest may run stages.
     workers: integer(SETTINGS.workers, availableParallelism() - 1, 0, 256),

@@ -173,7 +173,38 @@ main(process.argv.slice(2)).catch((error: unknown) => {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
   } else {
-    process.stderr.write(`switchyard: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    const known = operationalError(error, process.argv.slice(2));
+    const debug = process.env['LOG_LEVEL'] === 'debug' || process.env['LOG_LEVEL'] === 'trace';
+    process.stderr.write(`switchyard: ${known ?? (error instanceof Error ? error.message : String(error))}\n`);
+    if (debug || known === undefined) process.stderr.write(`${error instanceof Error ? (error.stack ?? '') : ''}\n`);
     process.exitCode = 1;
   }
 });
+
+/**
+ * The failures of running a service that are not bugs, in one line naming
+ * the setting, the value and the fix (the stack only with LOG_LEVEL=debug).
+ */
+function operationalError(error: unknown, argv: readonly string[]): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code ?? ((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
+  const config = (() => {
+    try {
+      return loadConfig(parseArgs(argv, BOOLEAN_FLAGS).flags);
+    } catch {
+      return undefined;
+    }
+  })();
+  if (code === 'EADDRINUSE') {
+    return `port ${config?.port ?? '?'} on ${config?.host ?? '?'} is in use (PORT / --port): stop the process that holds it or choose another port`;
+  }
+  if (code === 'EADDRNOTAVAIL') return `${config?.host ?? 'the host'} is not an address of this machine (HOST / --host): use 127.0.0.1, 0.0.0.0 or one of its addresses`;
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || code === 'ENOTDIR') {
+    const where = (error as { path?: string }).path ?? config?.dataDir;
+    if (where !== undefined) return `cannot write ${where} (SWITCHYARD_DATA_DIR / --data-dir is ${config?.dataDir ?? '?'}): choose a folder this user may write, or fix its permissions`;
+    return `permission denied binding port ${config?.port ?? '?'} (PORT / --port): use a port above 1023`;
+  }
+  if (code === '3D000') return `the database in DATABASE_URL does not exist: create it (createdb NAME) or point DATABASE_URL at one that does`;
+  if (code === 'ECONNREFUSED' && config?.databaseUrl !== undefined) return 'PostgreSQL refused the connection (DATABASE_URL): is it running, and on that host and port?';
+  if (code === '28P01' || code === '28000') return 'PostgreSQL refused the credentials in DATABASE_URL: check the user and password';
+  return undefined;
+}
