@@ -1,5 +1,5 @@
 /**
- * backlog.1m (DESIGN.md, "Performance targets"): does a queue of a million
+ * backlog.1m (docs/targets.md, "Performance targets"): does a queue of a million
  * pending deliveries slow the worker down or blow up its memory?
  *
  * Same rig as delivery.throughput (lib/delivery-rig.ts). Three drains, each

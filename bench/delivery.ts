@@ -1,5 +1,5 @@
 /**
- * Delivery benches (DESIGN.md, "Performance targets"):
+ * Delivery benches (docs/targets.md, "Performance targets"):
  *
  * - delivery.throughput: a backlog of 100,000 signed deliveries drained to
  *   a local receiver, against bare undici POSTs of the same bodies with the

@@ -1,5 +1,5 @@
 /**
- * Ingest benches (DESIGN.md, "Performance targets"): Switchyard answering
+ * Ingest benches (docs/targets.md, "Performance targets"): Switchyard answering
  * the Tracking API, every 200 meaning "stored", against a bare node:http
  * server that only parses the same bodies. The `.floor` benches put the
  * same load on a Fastify server that stores nothing instead: no target,

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: runs the benches of DESIGN.md's "Performance targets" and
+ * `npm run bench`: runs the benches of docs/targets.md's "Performance targets" and
  * prints one JSON object to stdout (progress goes to stderr). Every bench
  * compares Switchyard with a bare baseline measured in the same run, because
  * the machines are shared and noisy: the ratio is the figure that counts,

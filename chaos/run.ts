@@ -1,5 +1,5 @@
 /**
- * `npm run chaos`: the fault scenarios of DESIGN.md's "Reliability targets"
+ * `npm run chaos`: the fault scenarios of docs/targets.md's "Reliability targets"
  * that do not fit in CI. Each is bounded in time and count, runs on
  * loopback only, prints what it did and a PASS/FAIL/SKIPPED verdict; the
  * exit code is 1 when any scenario failed. Children and temp dirs go away

@@ -48,16 +48,16 @@ interface BenchReportBase {
   readonly [extra: string]: unknown;
 }
 
-/** A bench judged against its DESIGN.md target. */
+/** A bench judged against its target (docs/targets.md). */
 export interface JudgedBenchReport extends BenchReportBase {
   readonly informational?: false;
-  /** The DESIGN.md target for the ratio. */
+  /** The target (docs/targets.md) for the ratio. */
   readonly target: number;
   readonly pass: boolean;
 }
 
 /**
- * A bench measured for context only: it has no target in DESIGN.md, so it
+ * A bench measured for context only: it has no target in docs/targets.md, so it
  * can neither pass nor fail, and the summary lists it apart.
  */
 export interface InformationalBenchReport extends BenchReportBase {

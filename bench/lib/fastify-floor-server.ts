@@ -1,7 +1,7 @@
 /**
  * The framework floor of the ingest benches, run as its own process: what
  * the bare baseline (baseline-server.ts) does, but on Fastify 5 with its
- * default JSON body parser. DESIGN.md mandates Fastify, so this server's
+ * default JSON body parser. Switchyard is built on Fastify, so this server's
  * ratio to the bare baseline is the best any Fastify-based collector can
  * reach on the machine before storing anything; Switchyard's ratios are read
  * against it. Nothing is stored or validated, on purpose.

@@ -198,7 +198,7 @@ export function renderMarkdown(output: Json, svgName: string): string {
     '# Performance',
     '',
     `Measured ${fmt(output['date'])} with \`npm run bench\` (see [bench/README.md](../bench/README.md) for how each bench runs). ` +
-      `Every bench compares Switchyard with a bare baseline in the same run; the **ratio** is the figure that counts, judged against the target of DESIGN.md ("Performance targets").`,
+      `Every bench compares Switchyard with a bare baseline in the same run; the **ratio** is the figure that counts, judged against its target in [targets.md](targets.md).`,
     '',
     `Overall: **${summary['pass'] === true ? 'PASS' : 'FAIL'}** (passed: ${fmt(summary['passed']) || '–'}; failed: ${fmt(summary['failed']) || '–'}; errored: ${fmt(summary['errored']) || '–'}` +
       `${Array.isArray(summary['informational']) && summary['informational'].length > 0 ? `; informational, no target: ${fmt(summary['informational'])}` : ''}), ${fmt(summary['elapsedSec'])} s.`,

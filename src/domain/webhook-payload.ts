@@ -9,7 +9,7 @@ const PAGE_PROPERTIES = ['path', 'referrer', 'title', 'url'] as const;
 /**
  * The body POSTed to receivers for a stored message: compact JSON of the
  * message as stored, with the fields Segment's Webhooks destination always
- * sends (see INTERFACE.md). Undefined when the stored text is not a JSON
+ * sends (see the README, "Webhooks destination"). Undefined when the stored text is not a JSON
  * object (nothing sensible can be sent).
  *
  * The result is exactly `JSON.stringify` of a plain object parsed from JSON,
