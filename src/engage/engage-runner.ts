@@ -54,6 +54,8 @@ const RELOAD_MS = 1_000;
  * messages is one commit here instead of one each.
  */
 const GATHER_MS = 20;
+/** The longest rest between two busy passes (see `run`). */
+const MAX_REST_MS = 200;
 
 /** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
 const UNSENT = Symbol('unsent');
@@ -153,10 +155,14 @@ export class EngageRunner {
       try {
         do {
           this.again = false;
+          const started = performance.now();
           busy = await this.pass();
-          // The SQLite store works synchronously: without this, catching up
-          // on a backlog would keep HTTP requests (ingest!) from being served.
-          await nextTurn();
+          // The SQLite store works synchronously and has one writer: without a
+          // pause, catching up on a backlog would hold the write lock and the
+          // CPU that ingest needs. Resting as long as the pass worked keeps
+          // Engage at most half of its thread and leaves the lock free between pages.
+          if (busy) await sleep(Math.min(MAX_REST_MS, performance.now() - started));
+          else await nextTurn();
         } while ((this.again || busy) && !this.stopped);
       } catch (error) {
         this.options.onError(error);
@@ -760,4 +766,8 @@ class ProfileSet {
 
 function JSONclone<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
