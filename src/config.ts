@@ -6,7 +6,7 @@ import { VERSION } from './version.js';
  * Every setting of `switchyard serve`, validated once and frozen.
  *
  * Each setting has an environment variable and a `serve` flag (flags win); the
- * names are fixed by INTERFACE.md. Nothing here runs at import time.
+ * names are part of the public interface (README, "Configuration"). Nothing here runs at import time.
  */
 export interface Config {
   readonly port: number;
@@ -52,30 +52,59 @@ export class ConfigError extends Error {
 interface SettingSpec {
   readonly flag: string;
   readonly env: string;
+  /** For `serve --help`: what it sets and its default. */
+  readonly help: string;
 }
 
 const SETTINGS = {
-  port: { flag: 'port', env: 'PORT' },
-  host: { flag: 'host', env: 'HOST' },
-  dataDir: { flag: 'data-dir', env: 'SWITCHYARD_DATA_DIR' },
-  databaseUrl: { flag: 'database-url', env: 'DATABASE_URL' },
-  adminToken: { flag: 'admin-token', env: 'SWITCHYARD_ADMIN_TOKEN' },
-  allowPrivateReceivers: { flag: 'allow-private-receivers', env: 'SWITCHYARD_ALLOW_PRIVATE_RECEIVERS' },
-  deliveryTimeoutMs: { flag: 'delivery-timeout-ms', env: 'SWITCHYARD_DELIVERY_TIMEOUT_MS' },
-  retryWindowMs: { flag: 'retry-window-ms', env: 'SWITCHYARD_RETRY_WINDOW_MS' },
-  retryBaseMs: { flag: 'retry-base-ms', env: 'SWITCHYARD_RETRY_BASE_MS' },
-  retryMaxDelayMs: { flag: 'retry-max-delay-ms', env: 'SWITCHYARD_RETRY_MAX_DELAY_MS' },
-  userAgent: { flag: 'user-agent', env: 'SWITCHYARD_USER_AGENT' },
-  durability: { flag: 'durability', env: 'SWITCHYARD_DURABILITY' },
-  trustProxy: { flag: 'trust-proxy', env: 'SWITCHYARD_TRUST_PROXY' },
-  retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS' },
-  logLevel: { flag: 'log-level', env: 'LOG_LEVEL' },
-  publicUrl: { flag: 'public-url', env: 'SWITCHYARD_PUBLIC_URL' },
-  workers: { flag: 'workers', env: 'SWITCHYARD_WORKERS' },
+  port: { flag: 'port', env: 'PORT', help: 'port to listen on (default 8080)' },
+  host: { flag: 'host', env: 'HOST', help: 'address to listen on (default 0.0.0.0)' },
+  dataDir: { flag: 'data-dir', env: 'SWITCHYARD_DATA_DIR', help: 'folder of the embedded SQLite store (default ./data)' },
+  databaseUrl: { flag: 'database-url', env: 'DATABASE_URL', help: 'PostgreSQL instead of the embedded store' },
+  adminToken: { flag: 'admin-token', env: 'SWITCHYARD_ADMIN_TOKEN', help: 'admin API bearer token, at least 16 characters (default: generated once)' },
+  allowPrivateReceivers: { flag: 'allow-private-receivers', env: 'SWITCHYARD_ALLOW_PRIVATE_RECEIVERS', help: 'allow receivers on loopback and private addresses (default false)' },
+  deliveryTimeoutMs: { flag: 'delivery-timeout-ms', env: 'SWITCHYARD_DELIVERY_TIMEOUT_MS', help: 'receiver answer timeout (default 5000)' },
+  retryWindowMs: { flag: 'retry-window-ms', env: 'SWITCHYARD_RETRY_WINDOW_MS', help: 'how long failed deliveries are retried (default 14400000)' },
+  retryBaseMs: { flag: 'retry-base-ms', env: 'SWITCHYARD_RETRY_BASE_MS', help: 'first retry delay (default 1000)' },
+  retryMaxDelayMs: { flag: 'retry-max-delay-ms', env: 'SWITCHYARD_RETRY_MAX_DELAY_MS', help: 'longest retry delay (default 600000)' },
+  userAgent: { flag: 'user-agent', env: 'SWITCHYARD_USER_AGENT', help: 'User-Agent of deliveries (default Switchyard/<version>)' },
+  durability: { flag: 'durability', env: 'SWITCHYARD_DURABILITY', help: 'process: a 200 survives a crash; fsync: also power loss (default process)' },
+  trustProxy: { flag: 'trust-proxy', env: 'SWITCHYARD_TRUST_PROXY', help: 'take the client IP and scheme from X-Forwarded-* (default false)' },
+  retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS', help: 'how long messages and finished deliveries are kept (default 168)' },
+  logLevel: { flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal, error, warn, info, debug, trace or silent (default info)' },
+  publicUrl: { flag: 'public-url', env: 'SWITCHYARD_PUBLIC_URL', help: 'the URL browsers reach this server at (default: each request\'s)' },
+  workers: { flag: 'workers', env: 'SWITCHYARD_WORKERS', help: 'threads for the background stages; 0: all on one thread (default cores - 1)' },
 } as const satisfies Record<string, SettingSpec>;
 
-/** The `serve` flags this config understands, for the CLI's help text. */
-export const SERVE_FLAGS: readonly string[] = Object.values(SETTINGS).map((s) => `--${s.flag}`);
+/** `serve --help`: every setting with its flag, environment variable and meaning, from the table above. */
+export function serveHelp(): string {
+  const rows = Object.values(SETTINGS).map((s) => [`--${s.flag}`, s.env, s.help] as const);
+  const flagWidth = Math.max(...rows.map(([flag]) => flag.length));
+  const envWidth = Math.max(...rows.map(([, env]) => env.length));
+  return rows.map(([flag, env, help]) => `  ${flag.padEnd(flagWidth)}  ${env.padEnd(envWidth)}  ${help}`).join('\n');
+}
+
+/** The closest known name to a mistyped one, when it is close enough to be what was meant. */
+export function closest(typed: string, known: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const name of known) {
+    const distance = editDistance(typed, name);
+    if (best === undefined || distance < best.distance) best = { name, distance };
+  }
+  return best !== undefined && best.distance <= Math.max(2, Math.floor(typed.length / 3)) ? best.name : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
 
 /**
  * Builds the config from flags (already split into `name → value`) and the
@@ -87,7 +116,10 @@ export function loadConfig(
 ): Config {
   const known = new Set<string>(Object.values(SETTINGS).map((s) => s.flag));
   for (const flag of Object.keys(flags)) {
-    if (!known.has(flag)) throw new ConfigError(`unknown flag --${flag}`);
+    if (!known.has(flag)) {
+      const meant = closest(flag, [...known]);
+      throw new ConfigError(`unknown flag --${flag}${meant === undefined ? '' : ` (did you mean --${meant}?)`}`);
+    }
   }
 
   const raw = (spec: SettingSpec): string | undefined => {

@@ -1,9 +1,12 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { AdminAuth } from '../admin/admin-auth.js';
 import { SourceAdmin } from '../admin/source-admin.js';
-import { ConfigError, loadConfig } from '../config.js';
+import { closest, ConfigError, loadConfig, serveHelp } from '../config.js';
 import { ApiError } from '../errors.js';
 import { DataDirInUseError, openStore, startSwitchyard, type Welcome } from '../main.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
+import { SQLITE_FILE } from '../store/sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { parseArgs } from './args.js';
@@ -27,13 +30,26 @@ Commands:
 ${DELIVERY_USAGE}${REPLAY_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}
 Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
 DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
+-h, --help: this text (serve --help: every setting); -v, --version: the version.
 `;
+
+const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'replays', 'audiences', 'computed-traits', 'profiles', 'debugger', 'help'];
 
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'help', 'version']);
 
 /** Runs one admin operation against the store and prints its JSON result. */
 async function withStore(flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>): Promise<void> {
   const config = loadConfig(flags);
+  if (config.databaseUrl === undefined) {
+    // The CLI works on the store `serve` made; creating an empty one here would answer `[]` from the wrong folder.
+    const file = path.resolve(config.dataDir, SQLITE_FILE);
+    if (!existsSync(file)) {
+      throw new ConfigError(
+        `no Switchyard store in ${path.resolve(config.dataDir)} (SWITCHYARD_DATA_DIR / --data-dir): run this where \`serve\` runs, or point --data-dir or DATABASE_URL at its store`,
+      );
+    }
+    process.stderr.write(`switchyard: store ${file}\n`);
+  }
   const store = await openStore(config);
   try {
     const result = await run(store);
@@ -130,13 +146,24 @@ async function adminTokenCommand(rest: readonly string[], flags: Record<string, 
 
 class UsageError extends Error {}
 
+function suggestion(command: string): string {
+  const meant = closest(command, COMMANDS);
+  return meant === undefined ? '' : ` (did you mean "${meant}"?)`;
+}
+
 async function main(argv: string[]): Promise<void> {
-  const { words, flags } = parseArgs(argv, BOOLEAN_FLAGS);
+  // The short forms every CLI user tries first.
+  const expanded = argv.map((arg) => (arg === '-h' ? '--help' : arg === '-v' ? '--version' : arg));
+  const { words, flags } = parseArgs(expanded, BOOLEAN_FLAGS);
   if (flags['version'] === true) {
     process.stdout.write(`${VERSION}\n`);
     return;
   }
   const [command, ...rest] = words;
+  if (command === 'serve' && flags['help'] === true) {
+    process.stdout.write(`Usage: switchyard serve [options]\n\nEvery option is a flag or an environment variable (the flag wins):\n${serveHelp()}\n`);
+    return;
+  }
   if (command === undefined || command === 'help' || flags['help'] === true) {
     process.stdout.write(USAGE);
     return;
@@ -161,7 +188,7 @@ async function main(argv: string[]): Promise<void> {
     case 'debugger':
       return debuggerCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     default:
-      throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+      throw new UsageError(`unknown command ${JSON.stringify(command)}${suggestion(command)}`);
   }
 }
 

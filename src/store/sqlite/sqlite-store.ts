@@ -86,6 +86,9 @@ interface DestinationRow {
  * with SQLITE_BUSY when the other connection committed in between, while
  * IMMEDIATE takes the write lock up front and waits under `busy_timeout`.
  */
+/** The store's file inside the data folder. */
+export const SQLITE_FILE = 'switchyard.sqlite';
+
 export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false };
   private readonly events = new EventEmitter();
@@ -121,7 +124,7 @@ export class SqliteStore implements Store {
     let file = ':memory:';
     if (options.dataDir !== ':memory:') {
       makePrivateDir(options.dataDir);
-      file = path.join(options.dataDir, 'switchyard.sqlite');
+      file = path.join(options.dataDir, SQLITE_FILE);
       makePrivateFile(file);
     }
     const db = new BetterSqlite3(file);
