@@ -124,12 +124,12 @@ async function runReplayLive(context: BenchContext): Promise<BenchReport> {
       await waitForReceiverQuiet(rig);
       log(`${name}: live traffic at ${LIVE_RATE}/s after the replay was cancelled`);
       const after = await measureLive(context, rig, server, 'after');
-      const baselineP99 = (without.p99Ms + after.p99Ms) / 2;
-
-      const ratio = during.p99Ms > 0 ? round(baselineP99 / during.p99Ms, 3) : 0;
+      // Judged against the phase after the replay: the first phase also measures a cold server
+      // (and Engage catching up on the stored history), which would flatter the replay.
+      const ratio = during.p99Ms > 0 ? round(after.p99Ms / during.p99Ms, 3) : 0;
       const delivered = Number(atEnd['delivered']);
       const notes = [
-        `ratio = live p99 without (mean of before and after the replay) ÷ live p99 during it; ≥ ${1 / REPLAY_P99_FACTOR} means the p99 at most doubled.`,
+        `ratio = live p99 after the replay ÷ live p99 during it (the phase before is reported, not judged: it measures a cold server); ≥ ${1 / REPLAY_P99_FACTOR} means the p99 at most doubled.`,
       ];
       if (atEnd['status'] === 'done') notes.push('The replay finished before the measured phase ended: part of the phase ran without it.');
       const missing = without.missing + during.missing + after.missing;
@@ -138,7 +138,7 @@ async function runReplayLive(context: BenchContext): Promise<BenchReport> {
         description:
           `${REPLAY_MESSAGES} stored messages replayed to the receiver while single /v1/track calls arrive at ${LIVE_RATE}/s; ` +
           'live send-to-arrival p99 against the same traffic without a replay, same server, same run.',
-        metric: 'live p99 without ÷ live p99 during',
+        metric: 'live p99 after ÷ live p99 during',
         ratio,
         target: 1 / REPLAY_P99_FACTOR,
         pass: ratio >= 1 / REPLAY_P99_FACTOR && missing === 0,
