@@ -253,6 +253,17 @@ describeBrowser('the web console: computed traits, audiences and profiles in Chr
     assert.equal((await sy.admin('GET', `/audiences/${audienceId}`)).status, 404);
   });
 
+  it('shows, in its row, why the API refuses to delete a computed trait an audience reads', async () => {
+    const reader = await sy.admin('POST', '/audiences', { name: 'Big Spenders', definition: { computedTrait: { key: 'orders_total', op: '>=', value: 40 } } });
+    assert.equal(reader.status, 201, JSON.stringify(reader.body));
+    await page.getByRole('link', { name: 'Computed traits' }).click();
+    await page.getByRole('button', { name: 'Delete Orders Total' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Delete Orders Total for good' }).click();
+    const row = page.locator('tr[data-computation-id]').filter({ hasText: 'Orders Total' });
+    await row.getByRole('alert').filter({ hasText: 'big_spenders read "orders_total"; change or delete them first (invalid_request)' }).waitFor();
+    assert.equal((await sy.admin('GET', '/computed-traits')).body.computedTraits.length, 1, 'nothing was deleted');
+  });
+
   it('raised no script error and no Content-Security-Policy refusal in the page', () => {
     assert.deepEqual(pageErrors, []);
   });

@@ -312,16 +312,15 @@ function ComputationForm({ kind, editing, sources, onCancel, onSaved }: {
           rows={8}
           spellcheck={false}
           value={definition}
-          placeholder={kind.example}
           aria-invalid={errorAt === 'definition'}
           aria-describedby={describedBy('definition', 'definition-hint')}
           onInput={(event) => setDefinition((event.target as HTMLTextAreaElement).value)}
         />
       </label>
-      <p class="hint" id="definition-hint">
-        For example <code>{kind.example}</code>
-      </p>
       {fieldError('definition')}
+      <p class="hint" id="definition-hint">
+        For example <code>{kind.example}</code>. The definition language is described in docs/engage.md.
+      </p>
       <fieldset aria-describedby={describedBy('destinations')}>
         <legend>Sync to the Webhooks destinations of</legend>
         {sources.length === 0 && <p>No sources yet.</p>}
