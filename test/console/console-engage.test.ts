@@ -194,6 +194,8 @@ describeBrowser('the web console: computed traits, audiences and profiles in Chr
     await page.getByRole('button', { name: 'Save audience' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved audience Loyal Buyers.' }).waitFor();
     await page.getByRole('heading', { name: 'New audience' }).waitFor();
+    // The keyboard is back on the row's Edit button.
+    await page.waitForFunction(() => (globalThis as any).document.activeElement?.getAttribute('aria-label') === 'Edit Loyal Buyers');
     const stored = (await sy.admin('GET', `/audiences/${audienceId}`)).body;
     assert.equal(stored.name, 'Loyal Buyers');
     assert.equal(stored.key, 'repeat_buyers', 'the key stays');
