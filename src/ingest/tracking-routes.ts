@@ -44,7 +44,7 @@ const SUCCESS = '{"success":true}';
 
 /**
  * Retry-After of an `overloaded` answer. The backlog bound is under a
- * second of commits (see main.ts), so by then it has room again.
+ * second of commits (see serve.ts), so by then it has room again.
  */
 const OVERLOADED_RETRY_AFTER_S = '1';
 /** At most one warning per this long while ingest refuses requests: a flood must not flood the log too. */
