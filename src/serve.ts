@@ -108,7 +108,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   const store = await openStore(config, logger);
   const now = Date.now;
   const preparing = Date.now();
-  await store.prepareIngest?.(now() - DEDUPLICATION_WINDOW_MS);
+  await store.prepareIngest(now() - DEDUPLICATION_WINDOW_MS);
   if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'ingest prepared (de-duplication index loaded)');
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');

@@ -4,7 +4,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Metrics } from '../http/metrics.js';
-import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome, Store } from '../store/store.js';
+import type { ChangeFeed, DestinationRecord, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
@@ -36,7 +36,8 @@ export interface WorkerLimits {
 }
 
 export interface DeliveryWorkerOptions {
-  readonly store: Store;
+  /** The queue, and its `deliveries` notifications (the worker wakes on them). */
+  readonly store: DeliveryQueue & ChangeFeed;
   /** The current Webhooks destination of a source (the SourceDirectory's view). */
   readonly destination: (sourceId: string) => DestinationRecord | undefined;
   readonly settings: DeliverySettings;
@@ -174,7 +175,7 @@ export class DeliveryWorker {
 
   async start(): Promise<void> {
     if (this.running) return;
-    const released = (await this.options.store.releaseLeases?.(this.owner, this.now())) ?? 0;
+    const released = await this.options.store.releaseLeases(this.owner, this.now());
     if (released > 0) this.options.logger.info({ released }, 'resuming deliveries a previous run had in flight');
     this.unsubscribe = this.options.store.subscribe((topic) => {
       if (topic === 'deliveries') this.poke();

@@ -1,6 +1,9 @@
 import { suppressionReason } from '../domain/regulation.js';
-import { ConfigSnapshot } from '../sources/config-snapshot.js';
-import type { IngestEntry, Store } from '../store/store.js';
+import { ConfigSnapshot, type ConfigSource } from '../sources/config-snapshot.js';
+import type { IngestEntry, RegulationStore } from '../store/store.js';
+
+/** What the list reads: the suppressions, and the config version that tells when they changed. */
+type SuppressionSource = ConfigSource & Pick<RegulationStore, 'listSuppressions'>;
 
 /** The suppressions of one user: for every source, and per source; values are regulation ids. */
 interface UserSuppressions {
@@ -16,10 +19,10 @@ type ByUser = ReadonlyMap<string, UserSuppressions>;
  * (the admin calls {@link reload} before answering a request).
  */
 export class SuppressionList {
-  private readonly snapshot: ConfigSnapshot<ByUser>;
+  private readonly snapshot: ConfigSnapshot<ByUser, SuppressionSource>;
 
-  constructor(store: Store, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
-    this.snapshot = new ConfigSnapshot<ByUser>(store, new Map(), loadSuppressions, options);
+  constructor(store: SuppressionSource, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
+    this.snapshot = new ConfigSnapshot<ByUser, SuppressionSource>(store, new Map(), loadSuppressions, options);
   }
 
   start(): Promise<void> {
@@ -59,7 +62,7 @@ export class SuppressionList {
   }
 }
 
-async function loadSuppressions(store: Store): Promise<ByUser> {
+async function loadSuppressions(store: SuppressionSource): Promise<ByUser> {
   const byUser = new Map<string, UserSuppressions>();
   for (const suppression of await store.listSuppressions()) {
     let user = byUser.get(suppression.userId);

@@ -1,9 +1,9 @@
 import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { DestinationKind } from '../domain/routing.js';
 import { parseWebhookSettings } from '../domain/webhook-settings.js';
-import type { DestinationRecord, SourceRecord, Store } from '../store/store.js';
+import type { DestinationRecord, SourceRecord } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
-import { ConfigSnapshot } from './config-snapshot.js';
+import { ConfigSnapshot, type ConfigSource } from './config-snapshot.js';
 
 interface Snapshot {
   readonly byKeyHash: ReadonlyMap<string, SourceRecord>;
@@ -25,7 +25,7 @@ const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: n
 export class SourceDirectory {
   private readonly snapshot: ConfigSnapshot<Snapshot>;
 
-  constructor(store: Store, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
+  constructor(store: ConfigSource, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
     this.snapshot = new ConfigSnapshot(store, EMPTY, loadSnapshot, options);
   }
 
@@ -81,7 +81,7 @@ export class SourceDirectory {
   }
 }
 
-async function loadSnapshot(store: Store): Promise<Snapshot> {
+async function loadSnapshot(store: ConfigSource): Promise<Snapshot> {
   const [sources, destinations] = await Promise.all([store.listSources(), store.listDestinations()]);
   const byDestination = new Map<string, Map<DestinationKind, DestinationRecord>>();
   for (const destination of destinations) {

@@ -90,7 +90,7 @@ interface DestinationRow {
 export const SQLITE_FILE = 'switchyard.sqlite';
 
 export class SqliteStore implements Store {
-  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false };
+  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true };
   private readonly events = new EventEmitter();
   private messages!: MessageQueries;
   private deliveries!: DeliveryQueries;
