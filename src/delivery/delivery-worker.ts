@@ -4,7 +4,8 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Metrics } from '../http/metrics.js';
-import type { ChangeFeed, DestinationRecord, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
+import type { WebhookDestination } from '../domain/webhook-settings.js';
+import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
@@ -38,8 +39,8 @@ export interface WorkerLimits {
 export interface DeliveryWorkerOptions {
   /** The queue, and its `deliveries` notifications (the worker wakes on them). */
   readonly store: DeliveryQueue & ChangeFeed;
-  /** The current Webhooks destination of a source (the SourceDirectory's view). */
-  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  /** The current Webhooks destination of a source, settings parsed (the SourceDirectory's view). */
+  readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly settings: DeliverySettings;
   readonly logger: Logger;
   readonly metrics?: Metrics | undefined;
