@@ -142,7 +142,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
+    tracking: { directory, committer, metrics, now, newMessageId, suppressedBy: (sourceId, userId) => suppressions.regulationFor(sourceId, userId) },
     browser: { directory, publicUrl: config.publicUrl },
     admin: {
       auth,

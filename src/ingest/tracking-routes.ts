@@ -4,7 +4,7 @@ import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../http/metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
-import type { AppendResult, IngestEntry } from '../store/store.js';
+import type { AppendResult } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import { allowAnyOrigin, answerPreflight } from './cors.js';
@@ -18,8 +18,8 @@ export interface TrackingRoutesOptions {
   readonly metrics: Metrics;
   readonly now: () => number;
   readonly newMessageId: () => string;
-  /** Ingest hands each request's entries here before committing (suppression, see regulations). */
-  readonly screen?: (entries: IngestEntry[]) => IngestEntry[];
+  /** The suppression screen: the regulation suppressing a user on a source, or undefined (see `build-entries.ts`). */
+  readonly suppressedBy?: (sourceId: string, userId: string) => string | undefined;
 }
 
 /** Every path of a single call, long and short (browser and mobile libraries use the short ones). */
@@ -113,9 +113,9 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
       receivedAtIso: new Date(receivedAt).toISOString(),
       ip: request.ip,
       newMessageId,
+      suppressedBy: options.suppressedBy,
     };
-    let entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
-    if (options.screen !== undefined) entries = options.screen(entries);
+    const entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
     let results;
     try {
       results = await committer.commit(entries);

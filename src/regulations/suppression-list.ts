@@ -1,6 +1,5 @@
-import { suppressionReason } from '../domain/regulation.js';
-import { ConfigSnapshot, type ConfigSource } from '../sources/config-snapshot.js';
-import type { IngestEntry, RegulationStore } from '../store/store.js';
+import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
+import type { RegulationStore } from '../store/store.js';
 
 /** What the list reads: the suppressions, and the config version that tells when they changed. */
 type SuppressionSource = ConfigSource & Pick<RegulationStore, 'listSuppressions'>;
@@ -43,22 +42,6 @@ export class SuppressionList {
     const user = this.snapshot.current.get(userId);
     if (user === undefined) return undefined;
     return user.bySource?.get(sourceId) ?? user.everySource;
-  }
-
-  /**
-   * Ingest's screen: an accepted entry whose user is suppressed on its
-   * source is stored as `suppressed`, with the regulation as the reason, and
-   * routed nowhere. Other entries pass unchanged (a rejected one keeps the
-   * reason that tells the client what it got wrong).
-   */
-  screen(entries: IngestEntry[]): IngestEntry[] {
-    if (this.snapshot.current.size === 0) return entries;
-    return entries.map((entry) => {
-      if (entry.status !== 'accepted' || entry.userId === undefined) return entry;
-      const regulationId = this.regulationFor(entry.sourceId, entry.userId);
-      if (regulationId === undefined) return entry;
-      return { ...entry, status: 'suppressed', reason: suppressionReason(regulationId), destinations: [] };
-    });
   }
 }
 

@@ -3,7 +3,7 @@ import type { DestinationKind } from '../domain/routing.js';
 import { type WebhookDestination, webhookDestination } from '../domain/webhook-settings.js';
 import type { DestinationRecord, SourceRecord } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
-import { ConfigSnapshot, type ConfigSource } from './config-snapshot.js';
+import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
 
 interface Snapshot {
   readonly byKeyHash: ReadonlyMap<string, SourceRecord>;

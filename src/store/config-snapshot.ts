@@ -1,4 +1,4 @@
-import type { ChangeFeed, ConfigStore } from '../store/store.js';
+import type { ChangeFeed, ConfigStore } from './store.js';
 
 /** What a snapshot reads: the config version, and `config` notifications. */
 export type ConfigSource = ConfigStore & ChangeFeed;
