@@ -6,7 +6,7 @@ import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
 import type { Config } from './config.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
-import { Metrics } from './http/metrics.js';
+import { Metrics } from './metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { type BackgroundStages, startBackgroundStages } from './pipeline/background-stages.js';

@@ -2,9 +2,8 @@ import { hostname } from 'node:os';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import type { Metrics } from '../http/metrics.js';
 import type { WebhookDestination } from '../domain/webhook-settings.js';
+import type { Metrics } from '../metrics.js';
 import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
@@ -14,10 +13,20 @@ import { ReceiverRates } from './receiver-rates.js';
 import { OutcomeBatcher } from './outcome-batcher.js';
 import { WebhookSender } from './webhook-sender.js';
 
-export type DeliverySettings = Pick<
-  Config,
-  'deliveryTimeoutMs' | 'retryWindowMs' | 'retryBaseMs' | 'retryMaxDelayMs' | 'userAgent' | 'allowPrivateReceivers'
->;
+/** What the worker needs of the server's settings (the wiring builds it from `Config`). */
+export interface DeliverySettings {
+  /** How long a receiver has to answer. */
+  readonly deliveryTimeoutMs: number;
+  /** How long failed deliveries are retried. */
+  readonly retryWindowMs: number;
+  /** Backoff start and cap. */
+  readonly retryBaseMs: number;
+  readonly retryMaxDelayMs: number;
+  /** The `User-Agent` of deliveries. */
+  readonly userAgent: string;
+  /** Whether receivers on loopback and private addresses are allowed. */
+  readonly allowPrivateReceivers: boolean;
+}
 
 /** How hard the worker works; defaults in {@link defaultWorkerLimits}. */
 export interface WorkerLimits {

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { anonymousIdFromHeader, applyHeaderDefaults } from '../domain/browser-settings.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
-import type { Metrics } from '../http/metrics.js';
+import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { AppendResult } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
