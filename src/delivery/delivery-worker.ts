@@ -2,8 +2,9 @@ import { hostname } from 'node:os';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import type { WebhookDestination } from '../domain/webhook-settings.js';
 import type { Metrics } from '../metrics.js';
-import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome, Store } from '../store/store.js';
+import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
@@ -45,9 +46,10 @@ export interface WorkerLimits {
 }
 
 export interface DeliveryWorkerOptions {
-  readonly store: Store;
-  /** The current Webhooks destination of a source (the SourceDirectory's view). */
-  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  /** The queue, and its `deliveries` notifications (the worker wakes on them). */
+  readonly store: DeliveryQueue & ChangeFeed;
+  /** The current Webhooks destination of a source, settings parsed (the SourceDirectory's view). */
+  readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly settings: DeliverySettings;
   readonly logger: Logger;
   readonly metrics?: Metrics | undefined;
@@ -183,7 +185,7 @@ export class DeliveryWorker {
 
   async start(): Promise<void> {
     if (this.running) return;
-    const released = (await this.options.store.releaseLeases?.(this.owner, this.now())) ?? 0;
+    const released = await this.options.store.releaseLeases(this.owner, this.now());
     if (released > 0) this.options.logger.info({ released }, 'resuming deliveries a previous run had in flight');
     this.unsubscribe = this.options.store.subscribe((topic) => {
       if (topic === 'deliveries') this.poke();

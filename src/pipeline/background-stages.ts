@@ -56,7 +56,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   const { store, config, logger, metrics, directory, suppressions, now } = deps;
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 
-  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: deliverySettings(config), logger, metrics });
+  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
