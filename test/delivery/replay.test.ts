@@ -128,8 +128,9 @@ describe('replays', () => {
     const liveBatch = Array.from({ length: 5 }, (_, i) => ({ type: 'track', userId: 'l', event: 'Live', messageId: `hl-${i}` }));
     assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: liveBatch })).status, 200);
     await eventually(() => (liveBatch.every((m) => live(first).some((r) => idOf(r) === m.messageId)) ? true : undefined), 10_000, 'live messages past the hanging replay');
-    const held = ofReplay().length;
-    assert.ok(held <= 48, `${held} replayed POSTs in flight at once`);
+    // Distinct messages: a POST that timed out is sent again, still within the window.
+    const held = new Set(ofReplay().map(idOf)).size;
+    assert.ok(held <= 48, `${held} replayed messages in flight at once`);
     const during = await sy.admin('GET', `/replays/${replayId}`);
     assert.ok(during.body.queued <= 48 && during.body.queued < 150, `${during.body.queued} queued while none was answered`);
 
