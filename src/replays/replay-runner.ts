@@ -17,7 +17,7 @@ export interface ReplayRunnerOptions {
   readonly onError: (error: unknown) => void;
 }
 
-/** Stored messages read per page (of which at most the window's room is queued). */
+/** Stored messages read per page when a replay selects some (of which at most the window's room is queued). */
 const PAGE = 200;
 /** Pause between steps while a replay is running; a step's lateness paces the replay (see REPLAY_WINDOW). */
 const STEP_MS = 10;
@@ -130,7 +130,10 @@ export class ReplayRunner {
   /** Queues up to `room` deliveries of one replay, or ends it once it is past its range; resolves how many it queued. */
   private async step(replay: ReplayRecord, pending: number, room: number): Promise<number> {
     const { store, directory, suppressions, now } = this.options;
-    const page = room === 0 ? [] : await store.listMessagesAfter(replay.sourceId, replay.cursor, PAGE);
+    const filters = directory.webhookFilters(replay.sourceId);
+    // Without a selection nearly every message goes out: read no more than fit (bodies are most of a step's cost).
+    const selective = replay.types !== undefined || replay.events !== undefined || filters.length > 0;
+    const page = room === 0 ? [] : await store.listMessagesAfter(replay.sourceId, replay.cursor, selective ? PAGE : room);
     // Past the range: every message of the page arrived at or after `to`.
     if (room > 0 && (page.length === 0 || page.every((message) => message.receivedAt >= replay.to))) {
       if (pending === 0) {
@@ -139,7 +142,6 @@ export class ReplayRunner {
       }
       return 0;
     }
-    const filters = directory.webhookFilters(replay.sourceId);
     const keep = (message: StoredMessage): boolean =>
       message.userId === undefined || suppressions.regulationFor(replay.sourceId, message.userId) === undefined;
     const picked = pickReplayPage(page, room, replay, filters, keep);
