@@ -4,8 +4,10 @@
  * - replay.live: live traffic's end-to-end p99 (ingest → receiver, 1,000
  *   calls/s) while a 100,000-message replay re-delivers to the same
  *   receiver, against the same traffic before and after the replay, on the
- *   same server in the same run. Target: p99 during ≤ 2× without (ratio = without ÷
- *   during ≥ 0.5).
+ *   same server in the same run. The phase before starts once Engage has
+ *   read the stored history and the server has gone idle, so it is not
+ *   measuring a cold server. Target: p99 during ≤ 2× without (ratio =
+ *   mean p99 of before and after ÷ p99 during ≥ 0.5).
  * - delivery.rate-limit: a backlog drained to a receiver limited to
  *   `maxRequestsPerSecond`; the arrival rate over the steady part ÷ the
  *   limit. Target: within ±10%.
@@ -28,6 +30,10 @@ const LIVE_RATE = 1_000;
 /** p99 during a replay may be at most this many times the p99 without. */
 const REPLAY_P99_FACTOR = 2;
 const GRACE_MS = 10_000;
+/** Before the first phase, the server counts as idle below this share of a CPU over a second... */
+const IDLE_CPU_SHARE = 0.05;
+/** ...waiting at most this long (a 100,000-message history takes Engage well under a minute). */
+const IDLE_WAIT_MS = 120_000;
 
 const RATE_LIMIT = 200;
 const RATE_LIMIT_JOBS = 4_000;
@@ -107,9 +113,19 @@ async function runReplayLive(context: BenchContext): Promise<BenchReport> {
     const prefill = await rig.prefill(REPLAY_MESSAGES, undefined, { deliveries: false });
     const server = await rig.launch(`${name} switchyard`, true);
     try {
+      // Warm: Engage reads the stored history first (profiles of 100,000 messages); measured then,
+      // the phase before would time that catch-up, not live traffic without a replay.
+      log(`${name}: waiting for the server to go idle (Engage catching up on the stored history)`);
+      const idle = await waitForServerIdle(rig, server);
+      // Then live traffic once, unjudged: the first live phase on a fresh server paid for first
+      // appends after the prefill (measured: p99 in seconds with the server idle before it).
+      log(`${name}: warm-up live traffic at ${LIVE_RATE}/s (not judged)`);
+      const warmupPhase = await measureLive(context, rig, server, 'warmup');
+      await waitForServerIdle(rig, server);
+      const warmup = { ...idle, p99Ms: warmupPhase.p99Ms, p50Ms: warmupPhase.p50Ms };
       await maybeWaitQuiet(context, name);
       log(`${name}: live traffic at ${LIVE_RATE}/s without a replay`);
-      const without = await measureLive(context, rig, server, 'without');
+      const before = await measureLive(context, rig, server, 'before');
 
       const replayRange = { from: new Date(rig.receivedAt - 1).toISOString(), to: new Date(rig.receivedAt + 1).toISOString() };
       const replay = await admin(server.url, rig.adminToken, 'POST', `/admin/v1/sources/${rig.source.id}/replays`, replayRange, 201);
@@ -120,30 +136,33 @@ async function runReplayLive(context: BenchContext): Promise<BenchReport> {
       const atEnd = await admin(server.url, rig.adminToken, 'GET', `/admin/v1/replays/${replayId}`, undefined, 200);
       const replaySec = (Date.now() - replayStartedAt) / 1000;
       await admin(server.url, rig.adminToken, 'POST', `/admin/v1/replays/${replayId}/cancel`, {}, 200).catch(() => undefined);
-      // Once more without, after the cancel: a first phase alone would also measure a cold server.
+      // Once more without, after the cancel: a machine shared with others drifts, and two phases
+      // without the replay, one on each side of it, average that drift out.
       await waitForReceiverQuiet(rig);
       log(`${name}: live traffic at ${LIVE_RATE}/s after the replay was cancelled`);
       const after = await measureLive(context, rig, server, 'after');
-      // Judged against the phase after the replay: the first phase also measures a cold server
-      // (and Engage catching up on the stored history), which would flatter the replay.
-      const ratio = during.p99Ms > 0 ? round(after.p99Ms / during.p99Ms, 3) : 0;
+      const withoutP99 = (before.p99Ms + after.p99Ms) / 2;
+      const ratio = during.p99Ms > 0 ? round(withoutP99 / during.p99Ms, 3) : 0;
       const delivered = Number(atEnd['delivered']);
       const notes = [
-        `ratio = live p99 after the replay ÷ live p99 during it (the phase before is reported, not judged: it measures a cold server); ≥ ${1 / REPLAY_P99_FACTOR} means the p99 at most doubled.`,
+        `ratio = live p99 without the replay (mean of the phases before and after it) ÷ live p99 during it; ≥ ${1 / REPLAY_P99_FACTOR} means the p99 at most doubled.`,
+        `The phase before followed an unjudged warm-up phase of the same live traffic (warmup.p99Ms), and started once Engage had read the stored history and the server had gone idle (under ${IDLE_CPU_SHARE * 100}% of a CPU for a second): ${warmup.idle ? `after ${warmup.waitedSec} s` : `it had not after ${warmup.waitedSec} s (${warmup.engageBacklog ?? '?'} messages still unread by Engage), so that phase measures a server still catching up`}.`,
       ];
       if (atEnd['status'] === 'done') notes.push('The replay finished before the measured phase ended: part of the phase ran without it.');
-      const missing = without.missing + during.missing + after.missing;
+      const missing = warmupPhase.missing + before.missing + during.missing + after.missing;
       if (missing > 0) notes.push(`${missing} accepted live messages had not arrived ${GRACE_MS / 1000} s after the last send.`);
       return {
         description:
           `${REPLAY_MESSAGES} stored messages replayed to the receiver while single /v1/track calls arrive at ${LIVE_RATE}/s; ` +
-          'live send-to-arrival p99 against the same traffic without a replay, same server, same run.',
-        metric: 'live p99 after ÷ live p99 during',
+          'live send-to-arrival p99 against the same traffic without a replay (before and after it), same server, same run.',
+        metric: 'live p99 without ÷ live p99 during',
         ratio,
         target: 1 / REPLAY_P99_FACTOR,
         pass: ratio >= 1 / REPLAY_P99_FACTOR && missing === 0,
+        roundRatios: [during.p99Ms > 0 ? round(before.p99Ms / during.p99Ms, 3) : 0, during.p99Ms > 0 ? round(after.p99Ms / during.p99Ms, 3) : 0],
         prefill,
-        without,
+        warmup,
+        before,
         during,
         after,
         replay: {
@@ -160,6 +179,30 @@ async function runReplayLive(context: BenchContext): Promise<BenchReport> {
     }
   } finally {
     await rig.close();
+  }
+}
+
+/**
+ * Waits until Engage has read the stored history (no message past its
+ * cursor) and then the server uses under IDLE_CPU_SHARE of a CPU over a
+ * second, or IDLE_WAIT_MS passed. CPU alone is not enough: on PostgreSQL a
+ * new server may wait for the setup server's Engage lease to lapse, idle,
+ * before it starts on the history.
+ */
+async function waitForServerIdle(rig: Rig, server: Target): Promise<{ readonly idle: boolean; readonly waitedSec: number; readonly engageBacklog: number | undefined }> {
+  const started = Date.now();
+  for (;;) {
+    const from = server.cpuSeconds();
+    const at = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const to = server.cpuSeconds();
+    const failure = server.failure();
+    if (failure !== undefined) throw new Error(failure);
+    const share = from === undefined || to === undefined ? 0 : (to - from) / ((performance.now() - at) / 1000);
+    const engageBacklog = await rig.engageBacklog();
+    const waitedSec = round((Date.now() - started) / 1000, 1);
+    if (share < IDLE_CPU_SHARE && engageBacklog !== undefined && engageBacklog <= 0) return { idle: true, waitedSec, engageBacklog };
+    if (Date.now() - started >= IDLE_WAIT_MS) return { idle: false, waitedSec, engageBacklog };
   }
 }
 

@@ -6,10 +6,13 @@
  * Switchyard is stopped, and the measurement of a drain.
  */
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import pg from 'pg';
 import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SourceRecord, Store } from '../../src/store/store.js';
 import type { BenchContext } from './bench-types.js';
 import { makeTempDir, registerCleanup, removeTempDir, spawnManaged } from './children.js';
@@ -45,6 +48,11 @@ export interface Rig {
    * those already there. Switchyard must be stopped.
    */
   prefill(count: number, onProgress?: (done: number) => void, options?: { readonly deliveries?: boolean }): Promise<PrefillFigures>;
+  /**
+   * How many stored messages Engage has yet to read (seqs past its cursor),
+   * read beside a running Switchyard; undefined before Engage's first commit.
+   */
+  engageBacklog(): Promise<number | undefined>;
   /** Runs `work` on a migrated store handle of the rig's store (closed after). Switchyard must be stopped. */
   withStore<T>(work: (store: Store) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -161,6 +169,26 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
         prefilled += count;
         const seconds = (performance.now() - started) / 1000;
         return { jobs: count, seconds: round(seconds, 1), jobsPerSec: Math.round(count / seconds), chunk: PREFILL_CHUNK };
+      },
+      async engageBacklog() {
+        const sql = 'SELECT (SELECT MAX(seq) FROM messages) - (SELECT cursor_seq FROM engage_state WHERE id = 1) AS behind';
+        if (databaseUrl === undefined) {
+          const db = new Database(path.join(dataDir, SQLITE_FILE), { readonly: true, fileMustExist: true });
+          try {
+            const row = db.prepare(sql).get() as { behind: number | null } | undefined;
+            return row?.behind ?? undefined;
+          } finally {
+            db.close();
+          }
+        }
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          const { rows } = await client.query<{ behind: string | null }>(sql);
+          return rows[0]?.behind === null || rows[0] === undefined ? undefined : Number(rows[0].behind);
+        } finally {
+          await client.end();
+        }
       },
       async withStore(work) {
         const store = openStore();

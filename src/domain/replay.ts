@@ -36,3 +36,65 @@ export function isReplayed(message: ReplayCandidate, selection: ReplaySelection,
   }
   return applyFilters(filters, parsed).kind === 'pass';
 }
+
+/**
+ * How many of its deliveries a node's replays may have pending at once (the
+ * window), and how it moves. The replay runner steps every few milliseconds
+ * on the thread that also delivers (and, with `--workers 0`, ingests): when
+ * its timer fires late, that thread is busy, and live messages wait in the
+ * same queue of work, so the window halves; while its timer fires on time,
+ * the window grows by a little each step. Live traffic so keeps the thread
+ * it needs, and a replay takes what is left.
+ *
+ * `max` stays below an origin's in-flight slots (64 by default), so a
+ * replay's POSTs never hold every slot of a receiver: a live POST to it
+ * never waits behind them. It also bounds how many replayed deliveries, due
+ * earlier, can be ahead of a live one in the queue.
+ */
+export const REPLAY_WINDOW = {
+  min: 4,
+  max: 48,
+  start: 8,
+  /** Added per on-time step. */
+  grow: 2,
+  /** A step whose timer fired later than this counts as late. */
+  lateMs: 8,
+} as const;
+
+/** The window after one step whose timer fired `lateMs` late (AIMD). */
+export function nextReplayWindow(window: number, lateMs: number): number {
+  if (lateMs > REPLAY_WINDOW.lateMs) return Math.max(REPLAY_WINDOW.min, Math.floor(window / 2));
+  return Math.min(REPLAY_WINDOW.max, window + REPLAY_WINDOW.grow);
+}
+
+/** A page of stored messages as the replay runner reads it. */
+export interface ReplayPageCandidate extends ReplayCandidate {
+  readonly seq: number;
+  readonly userId?: string | undefined;
+}
+
+/**
+ * What one step queues from a page read in seq order: the seqs that go out
+ * again (at most `room`), and the cursor to move to, the last seq looked
+ * at. When `room` fills up, the cursor stops at the message that filled it,
+ * so the rest of the page is read again next step; messages passed over
+ * (not replayed) never count against `room`, so a replay of few events
+ * moves through history a page at a time. `keep` is the caller's check of
+ * everything but the selection (suppressed users).
+ */
+export function pickReplayPage<M extends ReplayPageCandidate>(
+  page: readonly M[],
+  room: number,
+  selection: ReplaySelection,
+  filters: readonly DestinationFilter[],
+  keep: (message: M) => boolean,
+): { readonly seqs: number[]; readonly toCursor: number } | undefined {
+  const seqs: number[] = [];
+  let toCursor: number | undefined;
+  for (const message of page) {
+    if (seqs.length >= room) break;
+    toCursor = message.seq;
+    if (isReplayed(message, selection, filters) && keep(message)) seqs.push(message.seq);
+  }
+  return toCursor === undefined ? undefined : { seqs, toCursor };
+}

@@ -111,6 +111,38 @@ describe('replays', () => {
     assert.ok(after.body.queued < 300 || after.body.delivered < 300);
   });
 
+  it('never holds every slot of a receiver: with all replayed POSTs hanging, live messages still arrive', async () => {
+    const from = new Date().toISOString();
+    const batch = Array.from({ length: 150 }, (_, i) => ({ type: 'track', userId: 'h', event: 'E', messageId: `h-${i}` }));
+    assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+    const ids = (receiver: TestReceiver): Set<string> => new Set(live(receiver).map(idOf).filter((id) => id.startsWith('h-')));
+    await eventually(() => (ids(first).size === 150 && ids(second).size === 150 ? true : undefined), 30_000, 'live delivery');
+    // A receiver that takes replayed POSTs and never answers them (until released).
+    first.reply = (request) => (request.headers['x-switchyard-replay'] !== undefined ? { hang: true } : {});
+    const created = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to: new Date(Date.now() + 1).toISOString(), receivers: [first.url] });
+    const replayId = created.body.id as string;
+    const ofReplay = (): ReceivedRequest[] => replayed(first).filter((r) => r.headers['x-switchyard-replay'] === replayId);
+    await eventually(() => (ofReplay().length > 0 ? true : undefined), 10_000, 'the first replayed POST');
+
+    // Sent while the replay's POSTs hang: the worker allows 64 in flight per origin, a replay fewer.
+    const liveBatch = Array.from({ length: 5 }, (_, i) => ({ type: 'track', userId: 'l', event: 'Live', messageId: `hl-${i}` }));
+    assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: liveBatch })).status, 200);
+    await eventually(() => (liveBatch.every((m) => live(first).some((r) => idOf(r) === m.messageId)) ? true : undefined), 10_000, 'live messages past the hanging replay');
+    // Distinct messages: a POST that timed out is sent again, still within the window.
+    const held = new Set(ofReplay().map(idOf)).size;
+    assert.ok(held <= 48, `${held} replayed messages in flight at once`);
+    const during = await sy.admin('GET', `/replays/${replayId}`);
+    assert.ok(during.body.queued <= 48 && during.body.queued < 150, `${during.body.queued} queued while none was answered`);
+
+    first.release();
+    const done = await eventually(async () => {
+      const { body } = await sy.admin('GET', `/replays/${replayId}`);
+      return body.status === 'done' ? body : undefined;
+    }, 30_000, 'the replay to finish');
+    assert.deepEqual([done.queued, done.delivered, done.failed], [150, 150, 0]);
+    assert.deepEqual(new Set(ofReplay().map(idOf)), new Set(batch.map((m) => m.messageId)), 'every message, once the receiver answers');
+  });
+
   it('refuses what it cannot replay', async () => {
     const now = Date.now();
     const range = { from: new Date(now - 1000).toISOString(), to: new Date(now).toISOString() };

@@ -43,6 +43,8 @@ export function describeReplaysContract(name: string, open: () => Promise<{ stor
       const page = { replayId: 'rpl_1', sourceId: source.id, fromCursor: 0, toCursor: seqs[2]!, messageSeqs: seqs.slice(0, 2), receivers: ['http://a.example/'], at: T0 + 100 };
       assert.equal(await store.queueReplayPage(page), true);
       assert.equal(await store.queueReplayPage(page), false, 'the cursor moved: a second queue of the same page does nothing');
+      // A node whose window had less room stops its page earlier: same cursor, so still refused.
+      assert.equal(await store.queueReplayPage({ ...page, toCursor: seqs[0]!, messageSeqs: seqs.slice(0, 1) }), false, 'nor does a shorter page from the same cursor');
       assert.equal(await store.countPendingReplayDeliveries('rpl_1'), 2);
 
       const claimed = await store.claimDeliveries({ owner: 'w', limit: 10, leaseMs: 1_000, now: T0 + 100 });
