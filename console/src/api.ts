@@ -209,3 +209,41 @@ export interface Regulation {
   readonly createdAt: string;
   readonly sources: Array<{ sourceId: string; status: string; error?: string }>;
 }
+
+export type ComputationKind = 'trait' | 'audience';
+
+/** A computed trait or an audience (`size` for audiences only). */
+export interface Computation {
+  readonly id: string;
+  readonly name: string;
+  readonly key: string;
+  readonly definition: unknown;
+  readonly destinations: string[];
+  readonly status: 'computing' | 'live';
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly size?: number;
+}
+
+export interface AudienceMember {
+  readonly profileId: string;
+  readonly userId?: string;
+  readonly anonymousId?: string;
+  readonly since: string;
+}
+
+export interface Profile {
+  readonly id: string;
+  readonly identifiers: string[];
+  readonly traits: Record<string, unknown>;
+  readonly computedTraits: Record<string, unknown>;
+  readonly audiences: string[];
+}
+
+export interface ProfileEvent {
+  readonly seq: number;
+  readonly sourceId: string;
+  readonly type: string | null;
+  readonly receivedAt: string;
+  readonly message: unknown;
+}

@@ -1,9 +1,11 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, callWith, storeToken, storedToken, whenUnauthorized } from './api.js';
+import { AudiencesPage, ComputedTraitsPage } from './pages/computations.js';
 import { DebuggerPage } from './pages/debugger.js';
 import { DeliveriesPage } from './pages/deliveries.js';
 import { OverviewPage } from './pages/overview.js';
+import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
 import { SourcesPage } from './pages/sources.js';
 import { WebhooksPage } from './pages/webhooks.js';
@@ -12,8 +14,6 @@ import { errorText } from './ui.js';
 /**
  * The pages, in navigation order. Routes live in the URL's fragment, so the
  * server serves one page and nothing of the state reaches a server log.
- * Engage pages (computed traits, audiences, profiles) join this list once
- * the Engage runtime's admin routes exist.
  */
 const PAGES = [
   { path: 'overview', title: 'Overview', view: OverviewPage },
@@ -22,6 +22,9 @@ const PAGES = [
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
   { path: 'regulations', title: 'Regulations', view: RegulationsPage },
+  { path: 'computed-traits', title: 'Computed traits', view: ComputedTraitsPage },
+  { path: 'audiences', title: 'Audiences', view: AudiencesPage },
+  { path: 'profiles', title: 'Profiles', view: ProfilesPage },
 ] as const;
 
 export interface Route {

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type Source } from './api.js';
 
 /** A time as the console shows it: local, to the second. */
@@ -86,4 +86,49 @@ export function SourcePicker({ sources, value, onChange, label = 'Source', allow
 
 export function PageTitle({ children }: { children: ComponentChildren }) {
   return <h1 id="page-title">{children}</h1>;
+}
+
+/**
+ * A Delete button that asks first: the question names what is lost, takes
+ * the focus on its destructive button, and gives the focus back on "Keep it".
+ */
+export function ConfirmDelete({ name, what, onConfirm }: { name: string; what: string; onConfirm: () => void }) {
+  const [confirming, setConfirming] = useState(false);
+  const deleteButton = useRef<HTMLButtonElement>(null);
+  const confirmButton = useRef<HTMLButtonElement>(null);
+  const wasConfirming = useRef(false);
+  const questionId = useId();
+  useLayoutEffect(() => {
+    if (confirming) confirmButton.current?.focus();
+    else if (wasConfirming.current) deleteButton.current?.focus();
+    wasConfirming.current = confirming;
+  }, [confirming]);
+  return (
+    <>
+      <button type="button" class="danger" ref={deleteButton} onClick={() => setConfirming(true)} aria-label={`Delete ${name}`}>
+        Delete
+      </button>
+      {confirming && (
+        <div class="confirm" role="alertdialog" aria-labelledby={questionId}>
+          <p id={questionId}>
+            Delete <strong>{name}</strong>? {what}
+          </p>
+          <button
+            type="button"
+            class="danger"
+            ref={confirmButton}
+            onClick={() => {
+              setConfirming(false);
+              onConfirm();
+            }}
+          >
+            Delete {name} for good
+          </button>
+          <button type="button" class="secondary" onClick={() => setConfirming(false)}>
+            Keep it
+          </button>
+        </div>
+      )}
+    </>
+  );
 }
