@@ -121,7 +121,7 @@ export const receiverOutage: Scenario = {
     };
     return verdictOf(
       [
-        check('all load acknowledged', ackedA.length === senderA.sent && ackedB.length === senderB.sent, `A ${ackedA.length}/${senderA.sent}, B ${ackedB.length}/${senderB.sent} answered 200`),
+        check('all load acknowledged', ackedA.length === senderA.sent && ackedB.length === senderB.sent, `A ${ackedA.length}/${senderA.sent}, B ${ackedB.length}/${senderB.sent} answered 200; the others: ${JSON.stringify({ a: { statuses: figures.nonAcknowledged.a, codes: senderA.errorCodes, firstError: senderA.firstError }, b: { statuses: figures.nonAcknowledged.b, codes: senderB.errorCodes, firstError: senderB.firstError } })}`),
         check("nothing lost on A after recovery", lostA.length === 0, `${lostA.length} of ${ackedA.length} missing after ${drainSec} s of drain`),
         check('nothing lost on B', lostB.length === 0, `${lostB.length} of ${ackedB.length} missing`),
         check("B not slowed by A's outage", bOk, `p99 ${during.p99} ms during (before: ${beforeP99} ms)`),
