@@ -9,6 +9,7 @@ import { Metrics } from '../http/metrics.js';
 import { SuppressionList } from '../regulations/suppression-list.js';
 import { SourceDirectory } from '../sources/source-directory.js';
 import { openStore } from '../store/open-store.js';
+import { adoptWriteLocks } from '../store/sqlite/write-lock.js';
 import { startBackgroundStages } from './background-stages.js';
 import type { FromStageThread, StageThreadData, ToStageThread } from './stage-protocol.js';
 
@@ -17,7 +18,8 @@ const CONFIG_POLL_MS = 1_000;
 async function main(): Promise<void> {
   const port = parentPort;
   if (port === null) throw new Error('stage-thread.js runs only as a worker thread');
-  const { config, logLevel } = workerData as StageThreadData;
+  const { config, logLevel, sqliteWriteLocks } = workerData as StageThreadData;
+  adoptWriteLocks(sqliteWriteLocks);
   const logger = pino({ level: logLevel }).child({ thread: 'stages' });
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
   const send = (message: FromStageThread): void => port.postMessage(message);
