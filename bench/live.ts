@@ -8,6 +8,14 @@
  * thread (the default on a machine with more than one core) and with
  * `--workers 0` (everything on one event loop, as before), so the gain of
  * the stage thread is measured in the same run too.
+ *
+ * CPUs: pinned (the default), the relay and Switchyard alike run on the
+ * server CPU(s) and the receiver and wrk on the load generator's; on a
+ * 2-CPU machine the stage thread then shares one core with the ingest
+ * thread, so this shows what the stage thread costs, not what a second
+ * core gains. `--unpinned` lets every process share every CPU (relay and
+ * Switchyard alike), which is the only way a 2-CPU machine can show the
+ * stage thread on a core of its own; the report says which ran.
  */
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
@@ -35,10 +43,10 @@ interface SideResult {
   readonly ingestLoopMaxBlockMs?: number | undefined;
 }
 
-async function startScript(label: string, script: string, env: Record<string, string>): Promise<Target> {
+async function startScript(label: string, script: string, cpus: string | undefined, env: Record<string, string>): Promise<Target> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawnManaged(label, process.execPath, [script], { env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env } });
+  const child = spawnManaged(label, process.execPath, [script], { cpus, env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', ...env } });
   await waitHealthy(child, url, label);
   return watchChild(label, child, url, {});
 }
@@ -78,13 +86,14 @@ async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>):
 }
 
 async function measure(context: BenchContext, label: string, workers: string | undefined): Promise<SideResult> {
-  const { options } = context;
-  const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, {});
+  const { options, cpus } = context;
+  // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
+  const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, cpus.loadGenerator, {});
   let server: Target | undefined;
   try {
     const hook = `${receiver.url}/hook`;
     if (workers === undefined) {
-      server = await startScript(label, RELAY_SCRIPT, { RECEIVER_URL: hook });
+      server = await startScript(label, RELAY_SCRIPT, cpus.server, { RECEIVER_URL: hook });
     } else {
       server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers }, () => context.startSwitchyard(label));
       const admin = server.admin!;
@@ -95,7 +104,7 @@ async function measure(context: BenchContext, label: string, workers: string | u
       });
       if (response.status !== 200) throw new Error(`${label}: setting the destination answered ${response.status}`);
     }
-    const spec = { url: `${server.url}/v1/track`, headers: server.headers, body: BODY, connections: options.connections };
+    const spec = { url: `${server.url}/v1/track`, headers: server.headers, body: BODY, connections: options.connections, cpus: cpus.loadGenerator };
 
     context.log(`${label}: warm-up ${options.warmupSec}s`);
     const warm = await runLoad({ ...spec, durationSec: Math.max(1, options.warmupSec) });
@@ -153,6 +162,9 @@ export const liveBenches: readonly BenchDefinition[] = [
         target: 0.6,
         pass: ratio >= 0.6 && p99VsRelay <= 2 && threaded.allDelivered,
         loadGenerator: relay.load.generator,
+        cpus: context.cpus.pinned
+          ? `pinned: relay and Switchyard (both threads) on CPU(s) ${context.cpus.server}, receiver and load generator on CPU(s) ${context.cpus.loadGenerator}`
+          : `unpinned: every process shares ${context.cpus.available.length} CPU(s)`,
         p99VsRelay: round(p99VsRelay, 2),
         p99Target: '≤ 2× the relay',
         singleThreadRatio: round(single.load.requestsPerSec / relay.load.requestsPerSec, 3),

@@ -3,13 +3,58 @@
  * the same data dir: every acknowledged (200) message must reach the
  * webhook receiver at least once. Duplicates are allowed (at-least-once)
  * and reported.
+ *
+ * Each kill lands while every stage of the stage thread has work: delivery
+ * (the load), Engage (an audience over every message, evaluated as they
+ * come) and a deletion (a user's messages sent and a DELETE_ONLY request
+ * made just before the kill). Afterwards every deletion must have finished
+ * with nothing of its user left in the store, and Engage must have caught
+ * up with every stored message.
  */
+import path from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { makeTempDir, removeTempDir } from '../bench/lib/children.js';
 import { freePort } from '../bench/lib/free-port.js';
 import { HookReceiver } from './lib/hook-receiver.js';
 import { check, round, type Scenario, sleep, verdictOf, waitUntil } from './lib/harness.js';
 import { PacedSender } from './lib/paced-sender.js';
-import { createSource, type Server, startServer } from './lib/switchyard.js';
+import { admin, createSource, type Server, startServer } from './lib/switchyard.js';
+import { SQLITE_FILE } from '../src/store/sqlite/sqlite-store.js';
+
+/** Messages of each user erased by a kill round's deletion request. */
+const ERASED_USER_MESSAGES = 20;
+
+/** Sends a user's messages (all must be acknowledged) and asks for their deletion at once. */
+async function eraseSoon(url: string, authorization: string, userId: string): Promise<string> {
+  for (let i = 0; i < ERASED_USER_MESSAGES; i++) {
+    const response = await fetch(`${url}/v1/track`, {
+      method: 'POST',
+      headers: { authorization, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId, event: 'Chaos', properties: { i } }),
+      signal: AbortSignal.timeout(5000),
+    });
+    if (response.status !== 200) throw new Error(`a message of ${userId} answered ${response.status}`);
+  }
+  const created = await admin(url, 'POST', '/regulations', { regulationType: 'DELETE_ONLY', subjectType: 'USER_ID', subjectIds: [userId] }, 201);
+  return String(created['id']);
+}
+
+/** What the store holds, read beside the running server (WAL readers never block it). */
+function storeState(dataDir: string, erased: readonly string[]): { erasedLeft: number; engageCursor: number; lastSeq: number } {
+  const db = new BetterSqlite3(path.join(dataDir, SQLITE_FILE), { readonly: true });
+  try {
+    const erasedLeft = db
+      // The deletion leaves one message of its own per source: the delete call it sends to the destination.
+      .prepare(`SELECT count(*) FROM messages WHERE user_id IN (SELECT value FROM json_each(?)) AND type IS NOT 'delete'`)
+      .pluck()
+      .get(JSON.stringify(erased)) as number;
+    const engageCursor = db.prepare('SELECT cursor_seq FROM engage_state WHERE id = 1').pluck().get() as number;
+    const lastSeq = (db.prepare('SELECT MAX(seq) FROM messages').pluck().get() as number | null) ?? 0;
+    return { erasedLeft, engageCursor, lastSeq };
+  } finally {
+    db.close();
+  }
+}
 
 const RATE_PER_SEC = 300;
 const SERVER_ENV = {
@@ -20,7 +65,7 @@ const SERVER_ENV = {
 
 export const killUnderLoad: Scenario = {
   name: 'kill-under-load',
-  summary: `kill -9 the server every 2-4 s under ${RATE_PER_SEC} msg/s, restart on the same data dir; every 200 must reach the receiver`,
+  summary: `kill -9 the server every 2-4 s under ${RATE_PER_SEC} msg/s while it delivers, evaluates an audience and runs a deletion; restart on the same data dir; every 200 must reach the receiver, every deletion finish`,
   timeoutSec: (quick) => (quick ? 75 : 240),
   async run({ quick, log, defer }) {
     const kills = quick ? 3 : 20;
@@ -33,7 +78,11 @@ export const killUnderLoad: Scenario = {
     let server: Server | undefined = await startServer({ label: 'switchyard', dataDir, port, env: SERVER_ENV });
     defer(() => server?.kill());
     const source = await createSource(server.url, 'chaos-kill', receiver.url);
+    // Engage evaluates every message of the load (no destinations: its syncs would be extra deliveries).
+    await admin(server.url, 'POST', '/audiences', { name: 'Chaos senders', definition: { performed: { event: 'Chaos' } } }, 201);
     log(`server on ${server.url}, data dir ${dataDir}, receiver ${receiver.url}`);
+    const erased: string[] = [];
+    const deletions: string[] = [];
 
     const sender = new PacedSender({ baseUrl: server.url, authorization: source.authorization, ratePerSec: RATE_PER_SEC, idPrefix: 'kill', timeoutMs: 5000 });
     sender.start();
@@ -41,6 +90,11 @@ export const killUnderLoad: Scenario = {
     const restartMs: number[] = [];
     for (let kill = 1; kill <= kills; kill++) {
       await sleep(2000 + Math.random() * 2000);
+      const userId = `chaos-erased-${kill}`;
+      deletions.push(await eraseSoon(server.url, source.authorization, userId));
+      erased.push(userId);
+      // The deletion runs within milliseconds of its request: kill during it, or just before or after.
+      await sleep(Math.random() * 50);
       await server.kill('SIGKILL');
       const acked = sender.acknowledged.size;
       const started = Date.now();
@@ -55,6 +109,23 @@ export const killUnderLoad: Scenario = {
     const drainStarted = Date.now();
     const drained = await waitUntil(() => receiver.missing(acknowledged).length === 0, drainTimeoutMs, 250);
     const drainSec = round((Date.now() - drainStarted) / 1000, 1);
+
+    const finishedDeletions = await waitUntil(
+      async () => {
+        for (const id of deletions) {
+          const regulation = await admin(server.url, 'GET', `/regulations/${id}`, undefined, 200);
+          if (regulation['status'] !== 'FINISHED') return false;
+        }
+        return true;
+      },
+      drainTimeoutMs,
+      250,
+    );
+    const engageCaughtUp = await waitUntil(() => {
+      const state = storeState(dataDir, erased);
+      return state.engageCursor >= state.lastSeq;
+    }, drainTimeoutMs, 250);
+    const state = storeState(dataDir, erased);
 
     const lost = receiver.missing(acknowledged);
     let deliveriesOfAcked = 0;
@@ -79,12 +150,18 @@ export const killUnderLoad: Scenario = {
       deliveredWithoutAck: unacknowledgedDelivered,
       drainSec,
       restartMs: { max: Math.max(...restartMs), mean: Math.round(restartMs.reduce((a, b) => a + b, 0) / restartMs.length) },
+      deletions: deletions.length,
+      erasedMessagesLeft: state.erasedLeft,
+      engage: { cursor: state.engageCursor, lastSeq: state.lastSeq },
       receiverPosts: receiver.posts,
     };
     return verdictOf(
       [
         check('enough load', acknowledged.length >= kills * 300, `${acknowledged.length} acknowledged (want >= ${kills * 300})`),
         check('no acknowledged message lost', lost.length === 0, `${lost.length} of ${acknowledged.length} never reached the receiver${drained ? '' : ` within ${drainTimeoutMs / 1000} s`}`),
+        check('every deletion finished', finishedDeletions, `${deletions.length} deletion request(s) made just before a kill${finishedDeletions ? ' all FINISHED' : ` not all FINISHED within ${drainTimeoutMs / 1000} s`}`),
+        check('nothing of an erased user left', state.erasedLeft === 0, `${state.erasedLeft} stored message(s) of ${erased.length} erased user(s)`),
+        check('Engage caught up after the kills', engageCaughtUp, `cursor ${state.engageCursor}, last stored seq ${state.lastSeq}`),
       ],
       figures,
     );

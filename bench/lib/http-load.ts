@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { makeTempDir, removeTempDir } from './children.js';
+import { pinned } from './cpu-plan.js';
 
 const run = promisify(execFile);
 const WRK = '/usr/bin/wrk';
@@ -25,6 +26,8 @@ export interface LoadSpec {
   readonly body: string;
   readonly connections: number;
   readonly durationSec: number;
+  /** taskset CPU list for the load generator; undefined runs it unpinned. */
+  readonly cpus?: string | undefined;
 }
 
 /**
@@ -43,11 +46,18 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
     const lines = ['wrk.method = "POST"', `wrk.body = ${luaString(spec.body)}`, 'wrk.headers["Content-Type"] = "application/json"'];
     for (const [name, value] of Object.entries(spec.headers)) lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`);
     writeFileSync(script, `${lines.join('\n')}\n`);
-    const { stdout } = await run(
-      WRK,
-      ['-t2', `-c${spec.connections}`, `-d${Math.round(spec.durationSec)}s`, '--timeout', '10s', '--latency', '-s', script, spec.url],
-      { timeout: (spec.durationSec + 30) * 1000 },
-    );
+    const [file, args] = pinned(spec.cpus, WRK, [
+      '-t2',
+      `-c${spec.connections}`,
+      `-d${Math.round(spec.durationSec)}s`,
+      '--timeout',
+      '10s',
+      '--latency',
+      '-s',
+      script,
+      spec.url,
+    ]);
+    const { stdout } = await run(file, args, { timeout: (spec.durationSec + 30) * 1000 });
     const requests = Number(/(\d+) requests in/.exec(stdout)?.[1] ?? NaN);
     const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0);
     const requestsPerSec = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN);
@@ -62,11 +72,20 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
 
 async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const headerArgs = Object.entries({ 'content-type': 'application/json', ...spec.headers }).flatMap(([name, value]) => ['-H', `${name}=${value}`]);
-  const { stdout } = await run(
-    AUTOCANNON,
-    ['-c', String(spec.connections), '-d', String(Math.round(spec.durationSec)), '-m', 'POST', '-b', spec.body, ...headerArgs, '--json', spec.url],
-    { timeout: (spec.durationSec + 30) * 1000, maxBuffer: 16 * 1024 * 1024 },
-  );
+  const [file, args] = pinned(spec.cpus, AUTOCANNON, [
+    '-c',
+    String(spec.connections),
+    '-d',
+    String(Math.round(spec.durationSec)),
+    '-m',
+    'POST',
+    '-b',
+    spec.body,
+    ...headerArgs,
+    '--json',
+    spec.url,
+  ]);
+  const { stdout } = await run(file, args, { timeout: (spec.durationSec + 30) * 1000, maxBuffer: 16 * 1024 * 1024 });
   const result = JSON.parse(stdout) as { requests: { total: number; average: number }; latency: { p99: number }; non2xx: number; duration: number };
   return {
     generator: 'autocannon',

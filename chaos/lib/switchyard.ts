@@ -83,7 +83,8 @@ export interface Source {
   readonly authorization: string;
 }
 
-async function admin(url: string, method: string, path: string, body: unknown, expect: number): Promise<Record<string, unknown>> {
+/** One admin API call; throws unless it answers `expect`. */
+export async function admin(url: string, method: string, path: string, body: unknown, expect: number): Promise<Record<string, unknown>> {
   const response = await fetch(`${url}/admin/v1${path}`, {
     method,
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },

@@ -6,6 +6,8 @@ export interface StageThreadData {
   readonly config: Config;
   /** The pino level of the main logger, so tests' silent logs stay silent. */
   readonly logLevel: string;
+  /** The SQLite write locks' shared memory, by file, so both threads take turns writing (see write-lock.ts). */
+  readonly sqliteWriteLocks: Map<string, SharedArrayBuffer>;
 }
 
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];

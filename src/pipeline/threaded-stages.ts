@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { sharedWriteLocks } from '../store/sqlite/write-lock.js';
 import type { BackgroundStages } from './background-stages.js';
 import type { FromStageThread, MetricsSnapshot, StageThreadData, ToStageThread } from './stage-protocol.js';
 
@@ -38,7 +39,7 @@ export class ThreadedStages implements BackgroundStages {
   }
 
   private spawn(): Promise<void> {
-    const data: StageThreadData = { config: this.config, logLevel: this.logger.level };
+    const data: StageThreadData = { config: this.config, logLevel: this.logger.level, sqliteWriteLocks: sharedWriteLocks() };
     const worker = new Worker(new URL('./stage-thread.js', import.meta.url), { workerData: data, name: 'switchyard-stages' });
     this.worker = worker;
     return new Promise((resolve, reject) => {

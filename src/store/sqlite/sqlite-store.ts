@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { BroadcastChannel } from 'node:worker_threads';
+import { BroadcastChannel, isMainThread } from 'node:worker_threads';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { regulationEffects } from '../../domain/regulation.js';
 import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
@@ -48,6 +48,7 @@ import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
+import { WriteLock } from './write-lock.js';
 import * as sources from './source-queries.js';
 
 export interface SqliteStoreOptions {
@@ -71,6 +72,8 @@ export interface SqliteStoreOptions {
  */
 /** The store's file inside the data folder. */
 export const SQLITE_FILE = 'switchyard.sqlite';
+/** How often the stage thread's connection checkpoints the WAL. */
+const CHECKPOINT_EVERY_MS = 200;
 
 export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true };
@@ -90,17 +93,58 @@ export class SqliteStore implements Store {
    */
   private readonly peers: BroadcastChannel | undefined;
 
+  /** One writer at a time among this process's threads (see WriteLock); undefined for `:memory:`. */
+  private readonly writeLock: WriteLock | undefined;
+
+  /** The stage thread's WAL checkpoints (see {@link checkpointOffTheIngestThread}). */
+  private checkpointTimer: NodeJS.Timeout | undefined;
+  /** Whether this connection checkpoints the WAL itself when a commit makes it long (SQLite's default). */
+  private autoCheckpoint = true;
+
   private constructor(
     private readonly db: Database,
     file: string,
   ) {
     this.events.setMaxListeners(0);
     if (file !== ':memory:') {
+      this.writeLock = new WriteLock(file);
       this.peers = new BroadcastChannel(`switchyard-sqlite:${file}`);
       this.peers.onmessage = (message) => this.events.emit('change', (message as { data: StoreTopic }).data);
       // Notifications are hints: they must never keep a finished process alive.
       this.peers.unref();
+      if (!isMainThread) this.checkpointOffTheIngestThread();
     }
+  }
+
+  /**
+   * SQLite checkpoints the WAL (copies it into the database file, then syncs
+   * it) inside whichever commit makes the WAL pass 1,000 pages: every few
+   * hundred group commits, the ingest thread stalled for tens of ms on it.
+   * A connection opened in a worker thread (the stage thread) takes that job:
+   * it checkpoints on a timer, outside the write lock (a passive checkpoint
+   * runs beside writers), and the main thread's connection stops
+   * checkpointing in its commits for as long as one does.
+   */
+  private checkpointOffTheIngestThread(): void {
+    const lock = this.writeLock;
+    if (lock === undefined) return;
+    lock.checkpointing(true);
+    this.checkpointTimer = setInterval(() => {
+      try {
+        if (this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+      } catch {
+        // A checkpoint that could not run leaves the WAL longer, nothing else: the next one catches up.
+      }
+    }, CHECKPOINT_EVERY_MS);
+    this.checkpointTimer.unref();
+  }
+
+  /** Before a write on the main thread: checkpoint in commits only while no other connection does. */
+  private matchCheckpointing(): void {
+    const auto = !(this.writeLock?.checkpointedElsewhere ?? false) || this.checkpointTimer !== undefined;
+    if (auto === this.autoCheckpoint) return;
+    this.db.pragma(`wal_autocheckpoint = ${auto ? 1000 : 0}`);
+    this.autoCheckpoint = auto;
   }
 
   static open(options: SqliteStoreOptions): SqliteStore {
@@ -122,8 +166,21 @@ export class SqliteStore implements Store {
     return new SqliteStore(db, file);
   }
 
+  /**
+   * Runs a synchronous write (a transaction or one statement) holding the
+   * process's write lock for the file, so that the ingest and stage threads
+   * never wait on each other in SQLite's sleeping busy handler.
+   */
+  private write<T>(run: () => T): Promise<T> {
+    if (this.writeLock === undefined) return Promise.resolve().then(run);
+    return this.writeLock.run(() => {
+      this.matchCheckpointing();
+      return run();
+    });
+  }
+
   async migrate(): Promise<void> {
-    migrate(this.db);
+    await this.write(() => migrate(this.db));
     this.traffic = new TrafficQueries(this.db);
     this.messages = new MessageQueries(this.db, this.traffic);
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
@@ -137,6 +194,11 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    if (this.checkpointTimer !== undefined) {
+      clearInterval(this.checkpointTimer);
+      this.checkpointTimer = undefined;
+      this.writeLock?.checkpointing(false);
+    }
     this.events.removeAllListeners();
     this.peers?.close();
     if (this.db.open) this.db.close();
@@ -160,11 +222,11 @@ export class SqliteStore implements Store {
   }
 
   async insertSettingIfAbsent(key: string, value: string): Promise<boolean> {
-    return this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING').run(key, value).changes > 0;
+    return this.write(() => this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING').run(key, value).changes > 0);
   }
 
   async putSetting(key: string, value: string): Promise<void> {
-    this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, value);
+    await this.write(() => this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, value));
   }
 
   async getConfigVersion(): Promise<number> {
@@ -172,12 +234,14 @@ export class SqliteStore implements Store {
   }
 
   /** Runs a config write and bumps the config version in the same transaction. */
-  private configChange<T>(write: () => T): T {
-    const result = this.db.transaction(() => {
-      const value = write();
-      this.db.prepare(`UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'config_version'`).run();
-      return value;
-    }).immediate();
+  private async configChange<T>(write: () => T): Promise<T> {
+    const result = await this.write(() =>
+      this.db.transaction(() => {
+        const value = write();
+        this.db.prepare(`UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'config_version'`).run();
+        return value;
+      }).immediate(),
+    );
     this.emit('config');
     return result;
   }
@@ -185,7 +249,7 @@ export class SqliteStore implements Store {
   // --- sources and destinations ------------------------------------------------------
 
   async insertSource(source: SourceRecord): Promise<void> {
-    this.configChange(() => sources.insertSource(this.db, source));
+    await this.configChange(() => sources.insertSource(this.db, source));
   }
 
   async listSources(): Promise<SourceRecord[]> {
@@ -205,7 +269,7 @@ export class SqliteStore implements Store {
   }
 
   async putDestination(destination: DestinationRecord): Promise<void> {
-    this.configChange(() => sources.putDestination(this.db, destination));
+    await this.configChange(() => sources.putDestination(this.db, destination));
   }
 
   async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
@@ -227,7 +291,7 @@ export class SqliteStore implements Store {
   }
 
   async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
-    const results = this.messages.append(entries, dedupeSince);
+    const results = await this.write(() => this.messages.append(entries, dedupeSince));
     this.emit('messages');
     if (results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0)) this.emit('deliveries');
     return results;
@@ -249,9 +313,9 @@ export class SqliteStore implements Store {
 
   async createRegulation(regulation: NewRegulation): Promise<void> {
     if (regulationEffects(regulation.regulationType).suppression === undefined) {
-      this.db.transaction(() => this.regulations.create(regulation)).immediate();
+      await this.write(() => this.db.transaction(() => this.regulations.create(regulation)).immediate());
     } else {
-      this.configChange(() => this.regulations.create(regulation));
+      await this.configChange(() => this.regulations.create(regulation));
     }
   }
 
@@ -268,7 +332,7 @@ export class SqliteStore implements Store {
   }
 
   async runRegulationStep(step: RegulationStepRun): Promise<boolean> {
-    const ran = this.regulations.runStep(step);
+    const ran = await this.write(() => this.regulations.runStep(step));
     if (ran) {
       this.emit('messages');
       if (step.messages.some((m) => m.status === 'accepted' && m.destinations.length > 0)) this.emit('deliveries');
@@ -277,7 +341,7 @@ export class SqliteStore implements Store {
   }
 
   async failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean> {
-    return this.regulations.failStep(step, error, at);
+    return this.write(() => this.regulations.failStep(step, error, at));
   }
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
@@ -287,16 +351,16 @@ export class SqliteStore implements Store {
   // --- delivery ----------------------------------------------------------------------
 
   async claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
-    return this.deliveries.claim(request);
+    return this.write(() => this.deliveries.claim(request));
   }
 
   async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void> {
-    this.deliveries.finishAll(outcomes);
+    await this.write(() => this.deliveries.finishAll(outcomes));
   }
 
   /** Single-node: every lease but the caller's belongs to a process that is gone (a crash, kill -9). */
   async releaseLeases(keepOwner: string, now: number): Promise<number> {
-    const count = this.deliveries.releaseLeases(keepOwner, now);
+    const count = await this.write(() => this.deliveries.releaseLeases(keepOwner, now));
     if (count > 0) this.emit('deliveries');
     return count;
   }
@@ -314,7 +378,7 @@ export class SqliteStore implements Store {
   }
 
   async requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number> {
-    const count = this.deliveries.requeueFailed(filter, now);
+    const count = await this.write(() => this.deliveries.requeueFailed(filter, now));
     if (count > 0) this.emit('deliveries');
     return count;
   }
@@ -322,7 +386,7 @@ export class SqliteStore implements Store {
   // --- replays ------------------------------------------------------------------------
 
   async createReplay(replay: NewReplay): Promise<void> {
-    this.replays.create(replay);
+    await this.write(() => this.replays.create(replay));
   }
 
   async listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]> {
@@ -342,19 +406,19 @@ export class SqliteStore implements Store {
   }
 
   async queueReplayPage(page: ReplayPage): Promise<boolean> {
-    const queued = this.replays.queuePage(page);
+    const queued = await this.write(() => this.replays.queuePage(page));
     if (queued && page.messageSeqs.length > 0) this.emit('deliveries');
     return queued;
   }
 
   async endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
-    return this.replays.end(id, status, at);
+    return this.write(() => this.replays.end(id, status, at));
   }
 
   // --- engage ------------------------------------------------------------------------
 
   async insertComputation(computation: ComputationRecord): Promise<boolean> {
-    return this.engage.insertComputation(computation);
+    return this.write(() => this.engage.insertComputation(computation));
   }
 
   async listComputations(kind?: ComputationKind, sizes = true): Promise<ComputationRecord[]> {
@@ -366,11 +430,11 @@ export class SqliteStore implements Store {
   }
 
   async updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined> {
-    return this.engage.updateComputation(id, patch, at);
+    return this.write(() => this.engage.updateComputation(id, patch, at));
   }
 
   async deleteComputation(id: string): Promise<boolean> {
-    return this.engage.deleteComputation(id);
+    return this.write(() => this.engage.deleteComputation(id));
   }
 
   async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
@@ -406,15 +470,15 @@ export class SqliteStore implements Store {
   }
 
   async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
-    return this.engage.claimLease(owner, now, ttlMs);
+    return this.write(() => this.engage.claimLease(owner, now, ttlMs));
   }
 
   async releaseEngageLease(owner: string): Promise<void> {
-    this.engage.releaseLease(owner);
+    await this.write(() => this.engage.releaseLease(owner));
   }
 
   async commitEngage(batch: EngageBatch): Promise<boolean> {
-    const committed = this.engage.commit(batch);
+    const committed = await this.write(() => this.engage.commit(batch));
     if (committed && batch.messages.length > 0) {
       this.emit('messages');
       if (batch.messages.some((m) => m.destinations.length > 0)) this.emit('deliveries');
@@ -434,9 +498,9 @@ export class SqliteStore implements Store {
   async prune(before: number): Promise<number> {
     let total = 0;
     for (;;) {
-      const removed = this.db.transaction(() => this.messages.pruneBatch(before)).immediate();
+      const removed = await this.write(() => this.db.transaction(() => this.messages.pruneBatch(before)).immediate());
       total += removed;
-      if (removed === 0) return total + this.traffic.pruneBefore(before);
+      if (removed === 0) return total + (await this.write(() => this.traffic.pruneBefore(before)));
       await nextTurn(); // let ingest and delivery run between batches
     }
   }
