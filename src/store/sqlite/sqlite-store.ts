@@ -181,6 +181,10 @@ export class SqliteStore implements Store {
 
   async migrate(): Promise<void> {
     await this.write(() => migrate(this.db));
+    // The query objects prepare their statements now, against the migrated
+    // schema: built in open(), they would need tables that do not exist yet
+    // on a new store (or would have to migrate inside open(), where a schema
+    // error escapes openStore's close-on-failure path).
     this.traffic = new TrafficQueries(this.db);
     this.messages = new MessageQueries(this.db, this.traffic);
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
