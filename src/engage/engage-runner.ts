@@ -63,22 +63,27 @@ const RELOAD_MS = 1_000;
 const GATHER_MS = 20;
 /** The longest rest between two passes (see `wake`). */
 const MAX_REST_MS = 1_000;
-/** Full pages in a row after which Engage is behind for good: ingest is saturated (see `wake`). */
-const SUSTAINED_FULL_PAGES = 4;
-/** Rest ÷ work while behind for good: Engage then takes at most a quarter of its thread. */
-const SUSTAINED_REST_FACTOR = 3;
 /**
- * JSON bytes of profile state kept parsed in memory between pages (see
- * ProfileCache): a user's next message within a while needs no read.
- * In memory the parsed objects take a few times their JSON size.
+ * The shortest rest after a pass that did work: messages gather meanwhile,
+ * and a page of many is one commit instead of several (most of a page's
+ * cost is writing pages of the store, shared by its messages).
  */
-const CACHE_BYTES = 24 * 1024 * 1024;
+const MIN_REST_MS = 50;
+/** Idle share of the thread over a pass and its rest below which the thread is saturated (see `wake`). */
+const SATURATED_BELOW = 0.04;
+/** … and above which it no longer is. */
+const UNSATURATED_ABOVE = 0.1;
+/** Rest ÷ work while the thread is saturated: Engage then takes at most a quarter of it. */
+const SATURATED_REST_FACTOR = 3;
+/**
+ * Memory for profiles kept parsed between pages (see ProfileCache), as
+ * estimated by ProfileSet: a user's next message within a while needs no
+ * read (a quarter less work per message when users come back).
+ */
+const CACHE_BYTES = 32 * 1024 * 1024;
 
 /** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
 const UNSENT = Symbol('unsent');
-
-/** What a pass did: nothing, some work, work with more waiting, or a full page of the stream. */
-type Work = 'none' | 'some' | 'backlog' | 'full page';
 
 const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'alias']);
 
@@ -109,8 +114,8 @@ export class EngageRunner {
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
   private leaseUntil = 0;
-  /** Full stream pages read in a row. */
-  private fullPages = 0;
+  /** Whether the thread was never idle over the last pass and rest (see `wake`). */
+  private saturated = false;
   /** Only right while this node holds the lease without a break and its commits succeed. */
   private readonly cache = new ProfileCache(CACHE_BYTES);
 
@@ -148,26 +153,30 @@ export class EngageRunner {
     }
     clearTimeout(this.timer);
     this.running = (async () => {
-      let work: Work = 'none';
+      let worked = false;
       try {
         do {
           this.again = false;
           const started = performance.now();
-          work = await this.pass();
-          this.fullPages = work === 'full page' ? this.fullPages + 1 : 0;
+          const before = performance.eventLoopUtilization();
+          worked = await this.pass();
           // The SQLite store works synchronously and has one writer: without a
           // pause, catching up on a backlog would hold the write lock and the
-          // CPU that ingest needs. Keeping up (pages that are not full), it
-          // only lets waiting I/O run; behind (a full page, an expiry round or
-          // a backfill with more to do), it rests as long as the pass worked:
-          // at most half of its thread. Behind page after page, ingest is what
-          // keeps it behind (saturated): it rests three times as long, so that
-          // it takes a quarter of the thread, and catches up once ingest eases.
-          if (work === 'backlog' || work === 'full page') {
-            const factor = this.fullPages >= SUSTAINED_FULL_PAGES ? SUSTAINED_REST_FACTOR : 1;
-            await sleep(Math.min(MAX_REST_MS, (performance.now() - started) * factor));
+          // CPU that ingest needs. After a pass that worked it rests as long
+          // as it worked (at least MIN_REST_MS): at most half of its thread.
+          // When the thread was never idle over a pass and its rest, the
+          // thread is saturated (ingest, delivery and Engage share it on one
+          // core): Engage then rests three times as long and takes at most a
+          // quarter, falling behind while ingest is saturated and catching up
+          // after. (Whether the other work filled the rest says nothing: it
+          // does what waited during the pass then.)
+          if (worked) {
+            const factor = this.saturated ? SATURATED_REST_FACTOR : 1;
+            await sleep(Math.min(MAX_REST_MS, Math.max(MIN_REST_MS, (performance.now() - started) * factor)));
+            const idle = 1 - performance.eventLoopUtilization(before).utilization;
+            this.saturated = idle < SATURATED_BELOW || (this.saturated && idle < UNSATURATED_ABOVE);
           } else await nextTurn();
-        } while ((this.again || work !== 'none') && !this.stopped);
+        } while ((this.again || worked) && !this.stopped);
       } catch (error) {
         // A page may have changed cached states in place and not committed them.
         this.cache.clear();
@@ -195,8 +204,8 @@ export class EngageRunner {
     this.timer.unref();
   }
 
-  /** One round of work; resolves what it did. */
-  private async pass(): Promise<Work> {
+  /** One round of work; resolves whether it did any (there may be more). */
+  private async pass(): Promise<boolean> {
     const { store, now } = this.options;
     // Renewed when half gone: not a write per page.
     const at = now();
@@ -206,7 +215,7 @@ export class EngageRunner {
       if (!(await store.claimEngageLease(this.owner, at, LEASE_MS))) {
         this.leaseUntil = 0;
         this.cache.clear();
-        return 'none';
+        return false;
       }
       this.leaseUntil = at + LEASE_MS;
     }
@@ -224,12 +233,11 @@ export class EngageRunner {
         // It wrote profiles without the cache (new versions, new accumulators).
         this.cache.clear();
       }
-      return 'backlog';
+      return true;
     }
     const expired = await this.expire(definitions);
     const streamed = await this.streamPage(definitions);
-    if (streamed === 'full page') return streamed;
-    return expired ? 'backlog' : streamed;
+    return expired || streamed;
   }
 
   /** After a commit of `work`: the cache takes what it wrote, or is emptied when it was refused. */
@@ -263,14 +271,14 @@ export class EngageRunner {
 
   // --- the message stream --------------------------------------------------------------------
 
-  /** Applies the next page of the stream: none, some or a full page (more may be waiting) committed. */
-  private async streamPage(definitions: Definitions): Promise<Work> {
+  /** Applies the next page of the stream; resolves whether it committed one. */
+  private async streamPage(definitions: Definitions): Promise<boolean> {
     const { store, now } = this.options;
     const cursor = await store.getEngageCursor();
     let page = await store.listMessagesSince(cursor, PAGE);
-    if (page.length === 0) return 'none';
+    if (page.length === 0) return false;
     if (store.capabilities.multiNode) page = this.upToGap(cursor, page);
-    if (page.length === 0) return 'none';
+    if (page.length === 0) return false;
     const at = now();
     const work = new ProfileSet(store, definitions, at, this.cache);
     // Each body is parsed once: for the identifiers to preload, then to apply.
@@ -298,8 +306,7 @@ export class EngageRunner {
     }
     const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
     // A refused commit (the lease changed hands) waits for the next poll.
-    if (!this.settle(work, await store.commitEngage(batch))) return 'none';
-    return page.length === PAGE ? 'full page' : 'some';
+    return this.settle(work, await store.commitEngage(batch));
   }
 
   /** The page up to the first gap in seqs, unless that gap has been there longer than the grace. */

@@ -13,8 +13,8 @@ export interface CachedProfile {
   /** The outputs last synced (or stored). */
   readonly current: Outputs;
   readonly recentSeqs: readonly number[];
-  /** Length of the state's JSON as last written: what the cache counts against its budget. */
-  readonly bytes: number;
+  /** Length of the state's JSON as read or last written. */
+  readonly stateBytes: number;
 }
 
 /**
@@ -27,8 +27,8 @@ export interface CachedProfile {
  * lapses or is lost, when a commit is refused (a version or the cursor
  * moved: someone else wrote) or fails, and when the definitions change.
  * Every write still carries the version it read, so a stale entry can cost
- * a refused commit but never a lost update. Bounded by the JSON size of the
- * states it holds; the least recently used go first.
+ * a refused commit but never a lost update. Bounded by the estimated
+ * memory of what it holds; the least recently used go first.
  */
 export class ProfileCache {
   private readonly byId = new Map<string, CachedProfile>();
@@ -59,7 +59,7 @@ export class ProfileCache {
   put(entry: CachedProfile): void {
     this.remove(entry.id);
     this.byId.set(entry.id, entry);
-    this.bytes += entry.bytes;
+    this.bytes += memoryOf(entry);
     for (const identifier of entry.identifiers) this.owners.set(identifier, entry.id);
     for (const [oldest] of this.byId) {
       if (this.bytes <= this.budgetBytes || this.byId.size <= 1) break;
@@ -71,7 +71,7 @@ export class ProfileCache {
     const entry = this.byId.get(id);
     if (entry === undefined) return;
     this.byId.delete(id);
-    this.bytes -= entry.bytes;
+    this.bytes -= memoryOf(entry);
     for (const identifier of entry.identifiers) if (this.owners.get(identifier) === id) this.owners.delete(identifier);
   }
 
@@ -80,4 +80,13 @@ export class ProfileCache {
     this.owners.clear();
     this.bytes = 0;
   }
+}
+
+/**
+ * Rough bytes a cached profile takes: its parsed state about twice its JSON,
+ * plus its identifiers, outputs and bookkeeping (about a kilobyte even for
+ * an empty state).
+ */
+function memoryOf(entry: CachedProfile): number {
+  return 2 * entry.stateBytes + 1_024;
 }

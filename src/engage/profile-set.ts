@@ -135,7 +135,7 @@ export class ProfileSet {
       if (this.profiles.has(id) || this.deleted.has(id)) continue;
       const entry = this.cache?.get(id);
       if (entry === undefined) missing.push(id);
-      else this.adopt(entry, entry.state, entry.bytes, entry.storedRows, entry.current);
+      else this.adopt(entry, entry.state, entry.stateBytes, entry.storedRows, entry.current);
     }
     for (const record of await this.store.getProfiles(missing)) this.add(record);
     return ids.map((id) => this.profiles.get(id)).filter((p): p is Working => p !== undefined);
@@ -312,7 +312,7 @@ export class ProfileSet {
         storedRows,
         current: currentOf(this.definitions, storedRows),
         recentSeqs: profile.recentSeqs,
-        bytes: profile.bytes,
+        stateBytes: profile.bytes,
       });
     }
   }
