@@ -69,12 +69,14 @@ const MAX_REST_MS = 1_000;
  * cost is writing pages of the store, shared by its messages).
  */
 const MIN_REST_MS = 50;
-/** Idle share of the thread over a pass and its rest below which the thread is saturated (see `wake`). */
+/** Idle share of the thread over a pass and its rest below which the thread was saturated (see `wake`). */
 const SATURATED_BELOW = 0.04;
 /** … and above which it no longer is. */
 const UNSATURATED_ABOVE = 0.1;
-/** Rest ÷ work while the thread is saturated: Engage then takes at most a quarter of it. */
-const SATURATED_REST_FACTOR = 3;
+/** Saturated passes in a row after which it is saturated for good (not a burst). */
+const SATURATED_PASSES = 3;
+/** Rest ÷ work while the thread is saturated: Engage then takes at most a third of it. */
+const SATURATED_REST_FACTOR = 2;
 /**
  * Memory for profiles kept parsed between pages (see ProfileCache), as
  * estimated by ProfileSet: a user's next message within a while needs no
@@ -114,8 +116,8 @@ export class EngageRunner {
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
   private leaseUntil = 0;
-  /** Whether the thread was never idle over the last pass and rest (see `wake`). */
-  private saturated = false;
+  /** Passes in a row over which (with their rests) the thread was never idle (see `wake`). */
+  private saturatedPasses = 0;
   /** Only right while this node holds the lease without a break and its commits succeed. */
   private readonly cache = new ProfileCache(CACHE_BYTES);
 
@@ -166,15 +168,17 @@ export class EngageRunner {
           // as it worked (at least MIN_REST_MS): at most half of its thread.
           // When the thread was never idle over a pass and its rest, the
           // thread is saturated (ingest, delivery and Engage share it on one
-          // core): Engage then rests three times as long and takes at most a
-          // quarter, falling behind while ingest is saturated and catching up
-          // after. (Whether the other work filled the rest says nothing: it
-          // does what waited during the pass then.)
+          // core) several times in a row: Engage then rests twice as long and
+          // takes at most a third, falling behind while ingest is saturated
+          // and catching up after. (Whether the other work filled the rest
+          // says nothing: it does what waited during the pass then.)
           if (worked) {
-            const factor = this.saturated ? SATURATED_REST_FACTOR : 1;
+            const saturated = this.saturatedPasses >= SATURATED_PASSES;
+            const factor = saturated ? SATURATED_REST_FACTOR : 1;
             await sleep(Math.min(MAX_REST_MS, Math.max(MIN_REST_MS, (performance.now() - started) * factor)));
             const idle = 1 - performance.eventLoopUtilization(before).utilization;
-            this.saturated = idle < SATURATED_BELOW || (this.saturated && idle < UNSATURATED_ABOVE);
+            if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.saturatedPasses++;
+            else this.saturatedPasses = 0;
           } else await nextTurn();
         } while ((this.again || worked) && !this.stopped);
       } catch (error) {
