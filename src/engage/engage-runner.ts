@@ -116,6 +116,8 @@ export class EngageRunner {
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
   private leaseUntil = 0;
+  /** Whether the last stream page read was full (more was waiting). */
+  private behind = false;
   /** Passes in a row over which (with their rests) the thread was never idle (see `wake`). */
   private saturatedPasses = 0;
   /** Only right while this node holds the lease without a break and its commits succeed. */
@@ -175,7 +177,9 @@ export class EngageRunner {
           if (worked) {
             const saturated = this.saturatedPasses >= SATURATED_PASSES;
             const factor = saturated ? SATURATED_REST_FACTOR : 1;
-            await sleep(Math.min(MAX_REST_MS, Math.max(MIN_REST_MS, (performance.now() - started) * factor)));
+            // Behind, there is no need to wait for messages to gather.
+            const least = this.behind ? 0 : MIN_REST_MS;
+            await sleep(Math.min(MAX_REST_MS, Math.max(least, (performance.now() - started) * factor)));
             const idle = 1 - performance.eventLoopUtilization(before).utilization;
             if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.saturatedPasses++;
             else this.saturatedPasses = 0;
@@ -280,6 +284,7 @@ export class EngageRunner {
     const { store, now } = this.options;
     const cursor = await store.getEngageCursor();
     let page = await store.listMessagesSince(cursor, PAGE);
+    this.behind = page.length === PAGE;
     if (page.length === 0) return false;
     if (store.capabilities.multiNode) page = this.upToGap(cursor, page);
     if (page.length === 0) return false;
