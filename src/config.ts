@@ -56,7 +56,7 @@ interface SettingSpec {
   readonly help: string;
 }
 
-const SETTINGS = {
+export const SETTINGS = {
   port: { flag: 'port', env: 'PORT', help: 'port to listen on (default 8080)' },
   host: { flag: 'host', env: 'HOST', help: 'address to listen on (default 0.0.0.0)' },
   dataDir: { flag: 'data-dir', env: 'SWITCHYARD_DATA_DIR', help: 'folder of the embedded SQLite store (default ./data)' },

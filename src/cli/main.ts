@@ -4,7 +4,7 @@ import { AdminAuth } from '../admin/admin-auth.js';
 import { SourceAdmin } from '../admin/source-admin.js';
 import { closest, ConfigError, loadConfig, serveHelp } from '../config.js';
 import { ApiError } from '../errors.js';
-import { DataDirInUseError, openStore, startSwitchyard, type Welcome } from '../main.js';
+import { DataDirInUseError, openStore, startSwitchyard, type Welcome } from '../serve.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
 import { SQLITE_FILE } from '../store/sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';

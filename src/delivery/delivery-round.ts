@@ -4,8 +4,8 @@ import { webhookBody } from '../domain/webhook-payload.js';
 import { dropsFields, fieldsToDrop, isExemptFromFilters, removePaths } from '../domain/destination-filters.js';
 import { isJsonObject } from '../domain/message.js';
 import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
-import { type SettingsCheck, type WebhookReceiver, parseWebhookSettings } from '../domain/webhook-settings.js';
-import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
+import type { WebhookDestination, WebhookReceiver } from '../domain/webhook-settings.js';
+import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
@@ -16,7 +16,8 @@ export interface RoundContext {
   readonly owner: string;
   readonly userAgent: string;
   readonly policy: RetryPolicy;
-  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  /** The source's Webhooks destination as it is now, settings parsed (the SourceDirectory's view). */
+  readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly sender: WebhookSender;
   readonly breaker: CircuitBreaker;
   readonly slots: OriginSlots;
@@ -146,18 +147,6 @@ interface Prepared {
   readonly standardWebhooks: StandardWebhooksSettings | undefined;
 }
 
-/**
- * Settings parsed once per destination record: the directory replaces the
- * record when they change, so its identity is the cache key.
- */
-const parsedByRecord = new WeakMap<DestinationRecord, SettingsCheck>();
-
-function parsedSettings(destination: DestinationRecord): SettingsCheck {
-  let parsed = parsedByRecord.get(destination);
-  if (parsed === undefined) parsedByRecord.set(destination, (parsed = parseWebhookSettings(destination.settings)));
-  return parsed;
-}
-
 /** The body with the paths of matching `dropFields` filters removed; parsed only for destinations that have such filters. */
 function withoutDroppedFields(body: string, filters: Parameters<typeof fieldsToDrop>[0]): string {
   const message: unknown = JSON.parse(body);
@@ -169,11 +158,11 @@ function withoutDroppedFields(body: string, filters: Parameters<typeof fieldsToD
 }
 
 /** What to send and where, or why nothing can be sent. */
-function prepare(job: ClaimedDelivery, destination: DestinationRecord | undefined): Prepared | string {
+function prepare(job: ClaimedDelivery, destination: WebhookDestination | undefined): Prepared | string {
   // A job outlives a change of settings: the destination is read as it is now.
   if (destination === undefined) return 'the source has no Webhooks destination any more';
   if (!destination.enabled) return 'the source\'s Webhooks destination is disabled; retry the delivery after enabling it';
-  const settings = parsedSettings(destination);
+  const settings = destination.check;
   if (!settings.ok) return `the Webhooks settings are invalid: ${settings.problem}`;
   let body = webhookBody(job.body);
   if (body === undefined) return 'the stored message is no longer readable (deleted or pruned)';

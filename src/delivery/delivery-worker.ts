@@ -2,9 +2,9 @@ import { hostname } from 'node:os';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import type { Metrics } from '../http/metrics.js';
-import type { DestinationRecord, ClaimedDelivery, DeliveryOutcome, Store } from '../store/store.js';
+import type { WebhookDestination } from '../domain/webhook-settings.js';
+import type { Metrics } from '../metrics.js';
+import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
@@ -13,10 +13,20 @@ import { ReceiverRates } from './receiver-rates.js';
 import { OutcomeBatcher } from './outcome-batcher.js';
 import { WebhookSender } from './webhook-sender.js';
 
-export type DeliverySettings = Pick<
-  Config,
-  'deliveryTimeoutMs' | 'retryWindowMs' | 'retryBaseMs' | 'retryMaxDelayMs' | 'userAgent' | 'allowPrivateReceivers'
->;
+/** What the worker needs of the server's settings (the wiring builds it from `Config`). */
+export interface DeliverySettings {
+  /** How long a receiver has to answer. */
+  readonly deliveryTimeoutMs: number;
+  /** How long failed deliveries are retried. */
+  readonly retryWindowMs: number;
+  /** Backoff start and cap. */
+  readonly retryBaseMs: number;
+  readonly retryMaxDelayMs: number;
+  /** The `User-Agent` of deliveries. */
+  readonly userAgent: string;
+  /** Whether receivers on loopback and private addresses are allowed. */
+  readonly allowPrivateReceivers: boolean;
+}
 
 /** How hard the worker works; defaults in {@link defaultWorkerLimits}. */
 export interface WorkerLimits {
@@ -36,9 +46,10 @@ export interface WorkerLimits {
 }
 
 export interface DeliveryWorkerOptions {
-  readonly store: Store;
-  /** The current Webhooks destination of a source (the SourceDirectory's view). */
-  readonly destination: (sourceId: string) => DestinationRecord | undefined;
+  /** The queue, and its `deliveries` notifications (the worker wakes on them). */
+  readonly store: DeliveryQueue & ChangeFeed;
+  /** The current Webhooks destination of a source, settings parsed (the SourceDirectory's view). */
+  readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly settings: DeliverySettings;
   readonly logger: Logger;
   readonly metrics?: Metrics | undefined;
@@ -174,7 +185,7 @@ export class DeliveryWorker {
 
   async start(): Promise<void> {
     if (this.running) return;
-    const released = (await this.options.store.releaseLeases?.(this.owner, this.now())) ?? 0;
+    const released = await this.options.store.releaseLeases(this.owner, this.now());
     if (released > 0) this.options.logger.info({ released }, 'resuming deliveries a previous run had in flight');
     this.unsubscribe = this.options.store.subscribe((topic) => {
       if (topic === 'deliveries') this.poke();

@@ -1,4 +1,4 @@
-import type { DeliveryOutcome, Store } from '../store/store.js';
+import type { DeliveryOutcome, DeliveryQueue } from '../store/store.js';
 
 export interface OutcomeBatcherOptions {
   /** A batch is written as soon as it has this many outcomes… */
@@ -25,7 +25,7 @@ export class OutcomeBatcher {
   private writing: Promise<void> | undefined;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<DeliveryQueue, 'finishDeliveries'>,
     private readonly options: OutcomeBatcherOptions,
   ) {}
 

@@ -74,6 +74,20 @@ export type SettingsCheck =
   | { readonly ok: true; readonly settings: WebhookSettings }
   | { readonly ok: false; readonly problem: string };
 
+/**
+ * A Webhooks destination as the hot paths use it: its settings parsed once,
+ * when `SourceDirectory` loads the config, rather than by each delivery or
+ * route. Invalid settings stay here as their problem, for delivery to report.
+ */
+export interface WebhookDestination {
+  readonly enabled: boolean;
+  readonly check: SettingsCheck;
+}
+
+export function webhookDestination(record: { readonly enabled: boolean; readonly settings: unknown }): WebhookDestination {
+  return { enabled: record.enabled, check: parseWebhookSettings(record.settings) };
+}
+
 /** Validates untrusted settings; the problem names the field that is wrong. */
 export function parseWebhookSettings(input: unknown): SettingsCheck {
   if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');

@@ -8,7 +8,7 @@ import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../metrics.js';
 import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
 
 export interface ServerOptions {

@@ -2,6 +2,7 @@ import { type DestinationFilter, applyFilters } from '../domain/destination-filt
 import type { CallType, JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
+import { suppressionReason } from '../domain/regulation.js';
 import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
 import { ApiError } from '../errors.js';
 import type { IngestEntry, SourceRecord } from '../store/store.js';
@@ -12,6 +13,11 @@ export interface RequestFacts {
   readonly destinations: readonly DestinationKind[];
   /** The filters of the source's Webhooks destination, applied at routing time. */
   readonly webhookFilters: readonly DestinationFilter[];
+  /**
+   * The suppression screen (`SuppressionList.regulationFor`): the regulation
+   * suppressing a user on a source, or undefined.
+   */
+  readonly suppressedBy?: ((sourceId: string, userId: string) => string | undefined) | undefined;
   readonly receivedAt: number;
   readonly receivedAtIso: string;
   readonly ip: string | undefined;
@@ -58,6 +64,15 @@ function callContext(facts: RequestFacts, pathType: CallType | undefined, batch:
   return { receivedAt: facts.receivedAt, receivedAtIso: facts.receivedAtIso, ip: facts.ip, pathType, batch, newMessageId: facts.newMessageId };
 }
 
+/**
+ * The one place ingest decides a message's status (but `duplicate`, which
+ * the store decides as it commits): `rejected` when the call is invalid or
+ * the source disabled (the reason tells the client what it got wrong);
+ * `filtered` when the Webhooks filters drop it and nothing else gets it;
+ * `suppressed` when it would be accepted but its user is suppressed on the
+ * source (with the regulation as the reason, routed nowhere); else
+ * `accepted`, with the destinations it is routed to.
+ */
 function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   const common = { sourceId: facts.source.id, receivedAt: facts.receivedAt, body: JSON.stringify(call.message) };
   if (!call.ok) {
@@ -66,16 +81,21 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   if (!facts.source.enabled) {
     return { ...common, status: 'rejected', reason: 'the source is disabled', type: call.type, messageId: call.messageId, userId: call.userId, destinations: [] };
   }
+  const suppressedBy = call.userId === undefined ? undefined : facts.suppressedBy?.(facts.source.id, call.userId);
   const integrations = call.message['integrations'];
   const routed = facts.destinations.filter((kind) => isRoutedTo(integrations, kind));
   const identity = { type: call.type, messageId: call.messageId, userId: call.userId };
+  const accepted = (destinations: readonly DestinationKind[]): IngestEntry =>
+    suppressedBy === undefined
+      ? { ...common, ...identity, status: 'accepted', destinations }
+      : { ...common, ...identity, status: 'suppressed', reason: suppressionReason(suppressedBy), destinations: [] };
   if (facts.webhookFilters.length > 0 && routed.includes('webhooks')) {
     const verdict = applyFilters(facts.webhookFilters, call.message);
     if (verdict.kind === 'filtered') {
       const others = routed.filter((kind) => kind !== 'webhooks');
       if (others.length === 0) return { ...common, ...identity, status: 'filtered', reason: `filter "${verdict.title}"`, destinations: [] };
-      return { ...common, ...identity, status: 'accepted', destinations: others };
+      return accepted(others);
     }
   }
-  return { ...common, ...identity, status: 'accepted', destinations: routed };
+  return accepted(routed);
 }

@@ -1,15 +1,14 @@
-import type { IncomingMessage } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { anonymousIdFromHeader, applyHeaderDefaults } from '../domain/browser-settings.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
-import type { Metrics } from '../http/metrics.js';
+import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
-import type { AppendResult, IngestEntry } from '../store/store.js';
+import type { AppendResult } from '../store/store.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
-import { readBody } from './read-body.js';
 import { allowAnyOrigin, answerPreflight } from './cors.js';
+import { type BodyConfig, type ParsedBody, discardRestOfBody, readParsedBody } from './tracking-body.js';
 import { BROWSER_SCHEMAS, METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
 import { writeKeyFromAuthorization } from './write-key.js';
 
@@ -19,8 +18,8 @@ export interface TrackingRoutesOptions {
   readonly metrics: Metrics;
   readonly now: () => number;
   readonly newMessageId: () => string;
-  /** Ingest hands each request's entries here before committing (suppression, see regulations). */
-  readonly screen?: (entries: IngestEntry[]) => IngestEntry[];
+  /** The suppression screen: the regulation suppressing a user on a source, or undefined (see `build-entries.ts`). */
+  readonly suppressedBy?: (sourceId: string, userId: string) => string | undefined;
 }
 
 /** Every path of a single call, long and short (browser and mobile libraries use the short ones). */
@@ -34,17 +33,11 @@ const CALL_PATHS: ReadonlyArray<readonly [string, CallType]> = [
 ];
 const BATCH_PATHS = ['batch', 'b', 'import'];
 
-interface RouteConfig {
-  readonly bodyLimit: number;
-  /** Read (and bound) the body but do not parse it. */
-  readonly ignoreBody?: boolean;
-}
-
 const SUCCESS = '{"success":true}';
 
 /**
  * Retry-After of an `overloaded` answer. The backlog bound is under a
- * second of commits (see main.ts), so by then it has room again.
+ * second of commits (see serve.ts), so by then it has room again.
  */
 const OVERLOADED_RETRY_AFTER_S = '1';
 /** At most one warning per this long while ingest refuses requests: a flood must not flood the log too. */
@@ -79,7 +72,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, _payload, done) => {
-    const config = request.routeOptions.config as unknown as RouteConfig;
+    const config = request.routeOptions.config as unknown as BodyConfig;
     readParsedBody(request.raw, config).then(
       (body) => done(null, body),
       (error: unknown) => done(error as Error),
@@ -120,9 +113,9 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
       receivedAtIso: new Date(receivedAt).toISOString(),
       ip: request.ip,
       newMessageId,
+      suppressedBy: options.suppressedBy,
     };
-    let entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
-    if (options.screen !== undefined) entries = options.screen(entries);
+    const entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
     let results;
     try {
       results = await committer.commit(entries);
@@ -136,8 +129,8 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
   };
 
-  const call: RouteConfig = { bodyLimit: LIMITS.callBytes };
-  const batch: RouteConfig = { bodyLimit: LIMITS.batchBytes };
+  const call: BodyConfig = { bodyLimit: LIMITS.callBytes };
+  const batch: BodyConfig = { bodyLimit: LIMITS.batchBytes };
   for (const [path, type] of CALL_PATHS) {
     app.post(`/v1/${path}`, { config: call, onRequest: admit, schema: callSchema(type, path) }, (request, reply) => handle(request, reply, type));
   }
@@ -149,7 +142,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   // in the page anyway, and request URLs are not logged).
   app.post('/beacon/v1/batch', { config: batch, onRequest: admit, schema: BROWSER_SCHEMAS.beacon }, (request, reply) => handle(request, reply, 'batch', true));
   // Client-side metrics from analytics.js: accepted and ignored.
-  app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies RouteConfig, schema: METRICS_SCHEMA }, async (_request, reply) => {
+  app.post('/v1/m', { config: { bodyLimit: LIMITS.callBytes, ignoreBody: true } satisfies BodyConfig, schema: METRICS_SCHEMA }, async (_request, reply) => {
     reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
   });
 
@@ -200,64 +193,6 @@ function writeKeyFromBody(body: JsonObject): string | undefined {
     if (isJsonObject(element) && typeof element['writeKey'] === 'string') return element['writeKey'];
   }
   return undefined;
-}
-
-/** How long, and how much of, the unread rest of a refused body is read and dropped before the connection is cut. */
-const LINGER_MS = 5_000;
-const LINGER_BYTES = 1024 * 1024;
-
-/**
- * After answering a refused body, reads and drops whatever the client still
- * sends, for a bounded time and size. Closing at once would make the kernel reset the
- * connection while request bytes are unread, and a reset can make the client
- * lose the answer it was sent (nginx calls this lingering close).
- */
-function discardRestOfBody(request: IncomingMessage): void {
-  if (request.complete) return;
-  const timer = setTimeout(() => request.socket.destroy(), LINGER_MS);
-  timer.unref();
-  let discarded = 0;
-  // Bounded in bytes too: a client that keeps sending at full speed would
-  // otherwise take the CPU from every other client for the whole linger.
-  request.on('data', (chunk: Buffer) => {
-    discarded += chunk.length;
-    if (discarded > LINGER_BYTES) request.socket.destroy();
-  });
-  request.once('end', () => clearTimeout(timer));
-  request.once('close', () => clearTimeout(timer));
-}
-
-/** Reads and parses a body; every failure becomes an {@link ApiError}. */
-async function readParsedBody(raw: IncomingMessage, config: RouteConfig): Promise<ParsedBody | null> {
-  let buffer: Buffer;
-  try {
-    buffer = await readBody(raw, config.bodyLimit);
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
-    throw new ApiError('invalid_json', `the body could not be read: ${String(error)}`, { cause: error });
-  }
-  return config.ignoreBody === true ? null : { value: parseJsonBody(buffer), bytes: buffer.length };
-}
-
-interface ParsedBody {
-  readonly value: JsonObject;
-  readonly bytes: number;
-}
-
-function parseJsonBody(buffer: Buffer): JsonObject {
-  let text = buffer.toString('utf8');
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  if (text.trim() === '') throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new ApiError('invalid_json', `the body is not valid JSON: ${(error as Error).message.slice(0, 200)}`);
-  }
-  if (!isJsonObject(value)) {
-    throw new ApiError('body_not_object', `the body must be a JSON object, got ${Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'null' : `a ${typeof value}`}`);
-  }
-  return value;
 }
 
 function toApiError(error: FastifyError | ApiError): ApiError {

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { DeliveryWorker } from '../delivery/delivery-worker.js';
+import { type DeliverySettings, DeliveryWorker } from '../delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from '../domain/message.js';
 import { EngageRunner } from '../engage/engage-runner.js';
-import type { Metrics } from '../http/metrics.js';
+import type { Metrics } from '../metrics.js';
 import { RegulationRunner } from '../regulations/regulation-runner.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import { ReplayRunner } from '../replays/replay-runner.js';
@@ -40,6 +40,12 @@ export interface BackgroundStageDeps {
   readonly now: () => number;
 }
 
+/** The delivery worker's settings, out of the server's. */
+export function deliverySettings(config: Config): DeliverySettings {
+  const { deliveryTimeoutMs, retryWindowMs, retryBaseMs, retryMaxDelayMs, userAgent, allowPrivateReceivers } = config;
+  return { deliveryTimeoutMs, retryWindowMs, retryBaseMs, retryMaxDelayMs, userAgent, allowPrivateReceivers };
+}
+
 /**
  * Builds and starts the stages that run after the 200: delivery, deletion
  * steps, replays, Engage (profiles, computed traits, audiences) and the pruner. Each works only from the store, so it can
@@ -50,7 +56,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   const { store, config, logger, metrics, directory, suppressions, now } = deps;
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 
-  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.destination(sourceId, 'webhooks'), settings: config, logger, metrics });
+  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });

@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
-import { Metrics } from '../http/metrics.js';
+import { Metrics } from '../metrics.js';
 import { SuppressionList } from '../regulations/suppression-list.js';
 import { SourceDirectory } from '../sources/source-directory.js';
 import { openStore } from '../store/open-store.js';

@@ -1,8 +1,9 @@
 import { deleteMessageBody } from '../domain/regulation.js';
-import type { IngestEntry, RegulationDetail, RegulationStepKey, Store } from '../store/store.js';
+import type { ConfigStore, IngestEntry, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
 
 export interface RegulationRunnerOptions {
-  readonly store: Store;
+  /** The steps, and the destination each erased source's `delete` messages go to. */
+  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'>;
   readonly now: () => number;
   readonly newMessageId: () => string;
   /** How often to look for steps left by a restart or created on another node. */

@@ -1,6 +1,8 @@
-import { suppressionReason } from '../domain/regulation.js';
-import { ConfigSnapshot } from '../sources/config-snapshot.js';
-import type { IngestEntry, Store } from '../store/store.js';
+import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
+import type { RegulationStore } from '../store/store.js';
+
+/** What the list reads: the suppressions, and the config version that tells when they changed. */
+type SuppressionSource = ConfigSource & Pick<RegulationStore, 'listSuppressions'>;
 
 /** The suppressions of one user: for every source, and per source; values are regulation ids. */
 interface UserSuppressions {
@@ -16,10 +18,10 @@ type ByUser = ReadonlyMap<string, UserSuppressions>;
  * (the admin calls {@link reload} before answering a request).
  */
 export class SuppressionList {
-  private readonly snapshot: ConfigSnapshot<ByUser>;
+  private readonly snapshot: ConfigSnapshot<ByUser, SuppressionSource>;
 
-  constructor(store: Store, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
-    this.snapshot = new ConfigSnapshot<ByUser>(store, new Map(), loadSuppressions, options);
+  constructor(store: SuppressionSource, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
+    this.snapshot = new ConfigSnapshot<ByUser, SuppressionSource>(store, new Map(), loadSuppressions, options);
   }
 
   start(): Promise<void> {
@@ -41,25 +43,9 @@ export class SuppressionList {
     if (user === undefined) return undefined;
     return user.bySource?.get(sourceId) ?? user.everySource;
   }
-
-  /**
-   * Ingest's screen: an accepted entry whose user is suppressed on its
-   * source is stored as `suppressed`, with the regulation as the reason, and
-   * routed nowhere. Other entries pass unchanged (a rejected one keeps the
-   * reason that tells the client what it got wrong).
-   */
-  screen(entries: IngestEntry[]): IngestEntry[] {
-    if (this.snapshot.current.size === 0) return entries;
-    return entries.map((entry) => {
-      if (entry.status !== 'accepted' || entry.userId === undefined) return entry;
-      const regulationId = this.regulationFor(entry.sourceId, entry.userId);
-      if (regulationId === undefined) return entry;
-      return { ...entry, status: 'suppressed', reason: suppressionReason(regulationId), destinations: [] };
-    });
-  }
 }
 
-async function loadSuppressions(store: Store): Promise<ByUser> {
+async function loadSuppressions(store: SuppressionSource): Promise<ByUser> {
   const byUser = new Map<string, UserSuppressions>();
   for (const suppression of await store.listSuppressions()) {
     let user = byUser.get(suppression.userId);

@@ -1,21 +1,21 @@
 import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { DestinationKind } from '../domain/routing.js';
-import { parseWebhookSettings } from '../domain/webhook-settings.js';
-import type { DestinationRecord, SourceRecord, Store } from '../store/store.js';
+import { type WebhookDestination, webhookDestination } from '../domain/webhook-settings.js';
+import type { DestinationRecord, SourceRecord } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
-import { ConfigSnapshot } from './config-snapshot.js';
+import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
 
 interface Snapshot {
   readonly byKeyHash: ReadonlyMap<string, SourceRecord>;
   readonly byId: ReadonlyMap<string, SourceRecord>;
   readonly destinations: ReadonlyMap<string, ReadonlyMap<DestinationKind, DestinationRecord>>;
+  /** Webhooks destinations by source id, settings parsed once per load. */
+  readonly webhooks: ReadonlyMap<string, WebhookDestination>;
 }
 
 const NO_FILTERS: readonly DestinationFilter[] = [];
-/** A record is replaced when its settings change, so its identity is the cache key. */
-const filtersByRecord = new WeakMap<DestinationRecord, readonly DestinationFilter[]>();
 
-const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map() };
+const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map(), webhooks: new Map() };
 
 /**
  * Sources and their destinations, held in memory for the hot paths (write-key
@@ -25,7 +25,7 @@ const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: n
 export class SourceDirectory {
   private readonly snapshot: ConfigSnapshot<Snapshot>;
 
-  constructor(store: Store, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
+  constructor(store: ConfigSource, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
     this.snapshot = new ConfigSnapshot(store, EMPTY, loadSnapshot, options);
   }
 
@@ -60,17 +60,15 @@ export class SourceDirectory {
     return this.snapshot.current.destinations.get(sourceId)?.get(kind);
   }
 
-  /** The filters of the source's Webhooks destination, in order (parsed once per settings change). */
+  /** The source's Webhooks destination with its settings parsed (at load, once per settings change). */
+  webhooks(sourceId: string): WebhookDestination | undefined {
+    return this.snapshot.current.webhooks.get(sourceId);
+  }
+
+  /** The filters of the source's Webhooks destination, in order. */
   webhookFilters(sourceId: string): readonly DestinationFilter[] {
-    const destination = this.destination(sourceId, 'webhooks');
-    if (destination === undefined) return NO_FILTERS;
-    let filters = filtersByRecord.get(destination);
-    if (filters === undefined) {
-      const parsed = parseWebhookSettings(destination.settings);
-      filters = parsed.ok ? (parsed.settings.filters ?? NO_FILTERS) : NO_FILTERS;
-      filtersByRecord.set(destination, filters);
-    }
-    return filters;
+    const check = this.webhooks(sourceId)?.check;
+    return check?.ok === true ? (check.settings.filters ?? NO_FILTERS) : NO_FILTERS;
   }
 
   /** Kinds of the source's destinations that are enabled. */
@@ -81,10 +79,12 @@ export class SourceDirectory {
   }
 }
 
-async function loadSnapshot(store: Store): Promise<Snapshot> {
+async function loadSnapshot(store: ConfigSource): Promise<Snapshot> {
   const [sources, destinations] = await Promise.all([store.listSources(), store.listDestinations()]);
   const byDestination = new Map<string, Map<DestinationKind, DestinationRecord>>();
+  const webhooks = new Map<string, WebhookDestination>();
   for (const destination of destinations) {
+    if (destination.kind === 'webhooks') webhooks.set(destination.sourceId, webhookDestination(destination));
     let kinds = byDestination.get(destination.sourceId);
     if (kinds === undefined) byDestination.set(destination.sourceId, (kinds = new Map<DestinationKind, DestinationRecord>()));
     kinds.set(destination.kind, destination);
@@ -93,5 +93,6 @@ async function loadSnapshot(store: Store): Promise<Snapshot> {
     byKeyHash: new Map(sources.map((s) => [sha256Hex(s.writeKey), s])),
     byId: new Map(sources.map((s) => [s.id, s])),
     destinations: byDestination,
+    webhooks,
   };
 }

@@ -1,6 +1,6 @@
 /**
- * Rows of the messages, deliveries, delivery_attempts and regulation_sources
- * tables as both adapters read them (the same column names and, once the
+ * Rows of the sources, destinations, messages, deliveries, delivery_attempts
+ * and regulation_sources tables as both adapters read them (the same column names and, once the
  * PostgreSQL adapter has parsed int8, the same types), and their mapping to
  * the records of the Store interface.
  */
@@ -12,11 +12,53 @@ import type {
   ClaimedDelivery,
   DeliveryRecord,
   DeliveryStatus,
+  DestinationRecord,
   RegulationSourceRecord,
   ReplayRecord,
   ReplayStatus,
+  SourceRecord,
   StoredMessage,
 } from './store.js';
+
+/** `enabled` is a boolean on PostgreSQL and 0 or 1 on SQLite. */
+export interface SourceRow {
+  id: string;
+  name: string;
+  write_key: string;
+  enabled: boolean | number;
+  created_at: number;
+  updated_at: number;
+}
+
+export function toSource(row: SourceRow): SourceRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    writeKey: row.write_key,
+    enabled: Boolean(row.enabled),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** `enabled` is a boolean on PostgreSQL and 0 or 1 on SQLite; `settings` is JSON text. */
+export interface DestinationRow {
+  source_id: string;
+  kind: DestinationKind;
+  enabled: boolean | number;
+  settings: string;
+  updated_at: number;
+}
+
+export function toDestination(row: DestinationRow): DestinationRecord {
+  return {
+    sourceId: row.source_id,
+    kind: row.kind,
+    enabled: Boolean(row.enabled),
+    settings: JSON.parse(row.settings) as unknown,
+    updatedAt: row.updated_at,
+  };
+}
 
 export interface DeliveryRow {
   id: number;

@@ -1,9 +1,10 @@
-import type { MessageStatus } from '../domain/message.js';
-import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
+import type { AppendResult, ClaimRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
 
-export type ComputationKind = 'trait' | 'audience';
+export type * from './records.js';
+export type * from './engage-records.js';
 
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
@@ -37,8 +38,30 @@ export type ComputationKind = 'trait' | 'audience';
  *
  * Times are epoch milliseconds. Ids of messages and deliveries are numbers
  * that grow with insertion order.
+ *
+ * Roles: `Store` is the sum of one interface per part of the service, so that
+ * each wing depends only on what it uses: {@link ConfigStore} (settings,
+ * sources, destinations), {@link IngestStore}, {@link DeliveryQueue},
+ * {@link RegulationStore}, {@link ReplayStore}, {@link EngageStore},
+ * {@link TrafficStore}, {@link ChangeFeed} and {@link RetentionStore}. The
+ * records they take and give are in `records.ts` and `engage-records.ts`
+ * (re-exported here).
+ *
+ * Capabilities: what differs between adapters is named in
+ * {@link StoreCapabilities}, never left to an optional method; a method an
+ * adapter has no use for still exists and does nothing (see
+ * {@link IngestStore.prepareIngest}, {@link DeliveryQueue.releaseLeases}).
  */
-export interface Store {
+export interface Store
+  extends ConfigStore,
+    IngestStore,
+    DeliveryQueue,
+    RegulationStore,
+    ReplayStore,
+    EngageStore,
+    TrafficStore,
+    ChangeFeed,
+    RetentionStore {
   readonly capabilities: StoreCapabilities;
 
   /** Creates or upgrades the schema; safe to call from several processes at once. */
@@ -46,7 +69,10 @@ export interface Store {
   /** Resolves when the store answers a trivial query; rejects otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
 
+/** Settings, the config version, sources and destinations: the admin API's and `SourceDirectory`'s part. */
+export interface ConfigStore {
   // --- settings and bootstrap ---------------------------------------------------
   getSetting(key: string): Promise<string | undefined>;
   /** Stores `value` unless `key` has one; resolves true when this call stored it. */
@@ -72,15 +98,20 @@ export interface Store {
   deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean>;
   getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined>;
   listDestinations(): Promise<DestinationRecord[]>;
+}
 
+/** What ingest writes, and the per-source reads of the debugger. */
+export interface IngestStore {
   // --- ingest ------------------------------------------------------------------------
   /**
-   * Optional. Loads what ingest's hot path needs before the first request,
-   * so that the first append does not pay for it while others wait. `serve`
-   * calls it once, before it listens, with the de-duplication window's start.
-   * The SQLite store builds its in-memory de-duplication index here.
+   * Loads what ingest's hot path needs before the first request, so that the
+   * first append does not pay for it while others wait. `serve` calls it
+   * once, before it listens, with the de-duplication window's start. The
+   * SQLite store builds its in-memory de-duplication index here
+   * (`capabilities.preparesIngest`); a store with nothing to load resolves
+   * at once.
    */
-  prepareIngest?(dedupeSince: number): Promise<void>;
+  prepareIngest(dedupeSince: number): Promise<void>;
   /**
    * Stores messages and the delivery jobs of the accepted ones in one commit.
    * De-duplicates: an `accepted` entry whose messageId was accepted on the
@@ -107,7 +138,10 @@ export interface Store {
    * it to tell a slow reader how many messages it skipped.
    */
   countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number>;
+}
 
+/** The delivery jobs: what the worker claims and records, what the admin lists and requeues. */
+export interface DeliveryQueue {
   // --- delivery ----------------------------------------------------------------------
   /**
    * Leases up to `limit` pending deliveries due at `now` whose lease is free or
@@ -121,16 +155,17 @@ export interface Store {
    */
   finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void>;
   /**
-   * Optional. Makes pending deliveries leased by workers that are gone
-   * claimable at `now` instead of when their leases expire; the leases of
-   * `keepOwner` (the calling worker) stay. A worker calls it once as it
-   * starts, so a restart after a crash resumes at once. Only a single-node
-   * store (`capabilities.multiNode` false) can know that no other worker is
-   * alive, and it releases every other lease; multi-node stores leave it out,
-   * since they cannot tell a dead node from a live one, and their leases
-   * expire by themselves. Resolves how many leases were released.
+   * Makes pending deliveries leased by workers that are gone claimable at
+   * `now` instead of when their leases expire; the leases of `keepOwner`
+   * (the calling worker) stay. A worker calls it once as it starts, so a
+   * restart after a crash resumes at once. Only a single-node store
+   * (`capabilities.multiNode` false) can know that no other worker is alive,
+   * and it releases every other lease (`capabilities.releasesLeases`);
+   * multi-node stores cannot tell a dead node from a live one, release
+   * nothing and resolve 0: their leases expire by themselves. Resolves how
+   * many leases were released.
    */
-  releaseLeases?(keepOwner: string, now: number): Promise<number>;
+  releaseLeases(keepOwner: string, now: number): Promise<number>;
   /** When the earliest pending delivery is due, or undefined when none is pending. */
   nextDeliveryDueAt(): Promise<number | undefined>;
   listDeliveries(filter: DeliveryFilter): Promise<DeliveryRecord[]>;
@@ -140,7 +175,10 @@ export interface Store {
    * window. Resolves how many were requeued.
    */
   requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number>;
+}
 
+/** Deletion and suppression requests. */
+export interface RegulationStore {
   // --- regulations: deletion and suppression requests ---------------------------------
   // What each regulation type does is fixed by `regulationEffects` in
   // src/domain/regulation.ts; adapters import it rather than repeat it.
@@ -191,7 +229,7 @@ export interface Store {
    *    and those deliveries' attempts.
    * 3. Stores `messages` with their given status and no de-duplication; an
    *    `accepted` one gets a pending delivery to each of its `destinations`,
-   *    due at its `receivedAt`, as {@link appendMessages} does.
+   *    due at its `receivedAt`, as {@link IngestStore.appendMessages} does.
    * 4. Sets the request's status: `RUNNING` while some of its source rows are
    *    `PENDING`, otherwise `FAILED` if any failed, else `FINISHED`;
    *    `updatedAt = at`. Other steps of the same request may commit at the
@@ -210,7 +248,10 @@ export interface Store {
   failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean>;
   /** Every suppression in force, in no particular order. */
   listSuppressions(): Promise<SuppressionRecord[]>;
+}
 
+/** Replays. */
+export interface ReplayStore {
   // --- replays: re-delivering a time range of stored messages --------------------------
   /** Stores a new `running` replay with cursor 0 and no counts. */
   createReplay(replay: NewReplay): Promise<void>;
@@ -236,7 +277,10 @@ export interface Store {
    * sent. Resolves the replay as it is now, or undefined when there is none.
    */
   endReplay(id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined>;
+}
 
+/** Engage: computations, profiles, the evaluator's stream cursor and lease. */
+export interface EngageStore {
   // --- engage: computed traits, audiences and profiles ---------------------------------
   // One evaluator at a time walks the message stream (it holds the Engage
   // lease); everything it writes for a message, a backfill page or an expiry
@@ -297,19 +341,26 @@ export interface Store {
    * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
    */
   commitEngage(batch: EngageBatch): Promise<boolean>;
+}
+
+/** The per-minute traffic counters. */
+export interface TrafficStore {
   // --- traffic counters: the console's overview charts --------------------------------
   /**
    * The per-minute counters from the minute holding `since` on, every node's
    * together, ordered by minute: `messages` by the status ingest stored
-   * (counted in {@link appendMessages}' commit, at each message's
+   * (counted in {@link IngestStore.appendMessages}' commit, at each message's
    * `receivedAt`; the `delete` messages of regulations are not received and
    * not counted) and `deliveries` by round outcome (`succeeded`, `failed`,
-   * `retried`; counted in {@link finishDeliveries}' commit, at the outcome's
+   * `retried`; counted in {@link DeliveryQueue.finishDeliveries}' commit, at the outcome's
    * `at`, only for outcomes that applied; deferred rounds are not counted).
-   * {@link prune} drops counters older than its `before`.
+   * {@link RetentionStore.prune} drops counters older than its `before`.
    */
   trafficSince(since: number): Promise<TrafficCount[]>;
+}
 
+/** Change notifications across threads and nodes. */
+export interface ChangeFeed {
   // --- change notification ------------------------------------------------------------
   /**
    * Calls `listener` when something changed that a poller would otherwise see
@@ -318,7 +369,10 @@ export interface Store {
    * changes too. Returns the function that unsubscribes.
    */
   subscribe(listener: (topic: StoreTopic) => void): () => void;
+}
 
+/** Retention: the pruner's part. */
+export interface RetentionStore {
   // --- housekeeping ------------------------------------------------------------------
   /**
    * Deletes, in small batches, messages received before `before` that no
@@ -331,346 +385,21 @@ export interface Store {
 
 export type StoreTopic = 'deliveries' | 'config' | 'messages';
 
-/** What an adapter can and cannot do; tests name a capability when they skip. */
+/**
+ * What an adapter can and cannot do; tests name a capability when they skip.
+ *
+ * | capability       | sqlite | postgres |
+ * |------------------|--------|----------|
+ * | `multiNode`      | no     | yes      |
+ * | `preparesIngest` | yes    | no       |
+ * | `releasesLeases` | yes    | no       |
+ */
 export interface StoreCapabilities {
   readonly name: 'sqlite' | 'postgres';
   /** Several `serve` processes may share the store. */
   readonly multiNode: boolean;
-}
-
-export interface SourceRecord {
-  readonly id: string;
-  readonly name: string;
-  readonly writeKey: string;
-  readonly enabled: boolean;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-}
-
-export interface SourcePatch {
-  readonly name?: string;
-  readonly enabled?: boolean;
-}
-
-export interface DestinationRecord {
-  readonly sourceId: string;
-  readonly kind: DestinationKind;
-  readonly enabled: boolean;
-  /** Destination-specific settings, validated by the caller. */
-  readonly settings: unknown;
-  readonly updatedAt: number;
-}
-
-export interface IngestEntry {
-  readonly sourceId: string;
-  readonly status: Exclude<MessageStatus, 'duplicate'>;
-  readonly reason?: string | undefined;
-  /** The call type; for a rejected entry, whatever type the client gave (if any). */
-  readonly type: string | undefined;
-  readonly messageId: string | undefined;
-  readonly userId: string | undefined;
-  readonly receivedAt: number;
-  /** The message as JSON text, exactly as it will be delivered. */
-  readonly body: string;
-  /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
-  readonly destinations: readonly DestinationKind[];
-}
-
-export interface AppendResult {
-  readonly seq: number;
-  readonly status: MessageStatus;
-}
-
-export interface StoredMessage {
-  readonly seq: number;
-  readonly sourceId: string;
-  readonly status: MessageStatus;
-  readonly reason: string | undefined;
-  readonly type: string | undefined;
-  readonly messageId: string | undefined;
-  readonly userId: string | undefined;
-  readonly receivedAt: number;
-  readonly body: string;
-}
-
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
-
-export interface ClaimRequest {
-  readonly owner: string;
-  readonly limit: number;
-  readonly leaseMs: number;
-  readonly now: number;
-}
-
-export interface ClaimedDelivery {
-  readonly id: number;
-  readonly sourceId: string;
-  readonly destination: DestinationKind;
-  readonly messageSeq: number;
-  /** The stored message JSON. */
-  readonly body: string;
-  readonly attemptCount: number;
-  /** When the first attempt was made, which starts the retry window; undefined before it. */
-  readonly firstAttemptAt: number | undefined;
-  /** Receivers left to retry after earlier attempts; undefined means every receiver. */
-  readonly retryUrls: readonly string[] | undefined;
-  readonly createdAt: number;
-  /** Set when the delivery re-sends a message for a replay. */
-  readonly replayId?: string | undefined;
-}
-
-export interface AttemptRecord {
-  readonly at: number;
-  readonly url: string;
-  readonly statusCode?: number | undefined;
-  readonly error?: string | undefined;
-  readonly durationMs: number;
-}
-
-/**
- * - succeeded / failed: final (failed can be requeued by hand).
- * - retry: pending again, due at `nextAttemptAt`, only for `retryUrls`.
- * - deferred: nothing was sent (e.g. a circuit breaker held it); pending again
- *   at `nextAttemptAt`, counting no attempt.
- */
-export type DeliveryOutcome =
-  | {
-      readonly kind: 'succeeded' | 'failed';
-      readonly id: number;
-      readonly owner: string;
-      readonly at: number;
-      readonly firstAttemptAt: number;
-      readonly attempts: readonly AttemptRecord[];
-      readonly lastError?: string | undefined;
-    }
-  | {
-      readonly kind: 'retry';
-      readonly id: number;
-      readonly owner: string;
-      readonly at: number;
-      readonly firstAttemptAt: number;
-      readonly attempts: readonly AttemptRecord[];
-      readonly nextAttemptAt: number;
-      readonly retryUrls: readonly string[];
-      readonly lastError?: string | undefined;
-    }
-  | {
-      readonly kind: 'deferred';
-      readonly id: number;
-      readonly owner: string;
-      readonly at: number;
-      readonly nextAttemptAt: number;
-    };
-
-export interface DeliveryFilter {
-  readonly sourceId?: string | undefined;
-  readonly status?: DeliveryStatus | undefined;
-  readonly limit: number;
-  /** Only deliveries with an id below this one (pagination, newest first). */
-  readonly beforeId?: number | undefined;
-}
-
-export interface RequeueFilter {
-  readonly id?: number | undefined;
-  readonly sourceId?: string | undefined;
-  /** Only deliveries that failed at or after this time. */
-  readonly since?: number | undefined;
-}
-
-export interface DeliveryRecord {
-  readonly id: number;
-  readonly sourceId: string;
-  readonly destination: DestinationKind;
-  readonly messageSeq: number;
-  readonly messageId: string | undefined;
-  readonly status: DeliveryStatus;
-  readonly attemptCount: number;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  readonly nextAttemptAt: number | undefined;
-  readonly firstAttemptAt: number | undefined;
-  readonly lastError: string | undefined;
-  /** Set when the delivery re-sends a message for a replay. */
-  readonly replayId?: string | undefined;
-}
-
-export interface DeliveryDetail extends DeliveryRecord {
-  readonly attempts: readonly AttemptRecord[];
-}
-
-export interface NewRegulation {
-  /** Unique; chosen by the caller. */
-  readonly id: string;
-  readonly regulationType: RegulationType;
-  /** User ids, non-empty and without repeats. */
-  readonly subjectIds: readonly string[];
-  /** The sources the request names; undefined means every source, including sources created later. */
-  readonly sourceIds: readonly string[] | undefined;
-  /** The affected sources, one row each: `sourceIds`, or every source that exists at creation. */
-  readonly stepSourceIds: readonly string[];
-  readonly createdAt: number;
-}
-
-export interface RegulationFilter {
-  readonly status?: RegulationStatus | undefined;
-  readonly limit: number;
-}
-
-export interface RegulationSourceRecord {
-  readonly sourceId: string;
-  readonly status: RegulationStepStatus;
-  /** Why the step failed; only for `FAILED`. */
-  readonly error: string | undefined;
-  readonly updatedAt: number;
-}
-
-export interface RegulationRecord {
-  readonly id: string;
-  readonly regulationType: RegulationType;
-  readonly subjectCount: number;
-  readonly sourceIds: readonly string[] | undefined;
-  readonly status: RegulationStatus;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  /** One per affected source, ordered by source id. */
-  readonly sources: readonly RegulationSourceRecord[];
-}
-
-export interface RegulationDetail extends RegulationRecord {
-  readonly subjectIds: readonly string[];
-}
-
-export interface RegulationStepKey {
-  readonly regulationId: string;
-  readonly sourceId: string;
-}
-
-export interface RegulationStepRun extends RegulationStepKey {
-  /** Users whose stored messages on the source are erased. */
-  readonly eraseUserIds: readonly string[];
-  /** Messages to store in the same commit (the `delete` messages), each with `sourceId` = the step's source. */
-  readonly messages: readonly IngestEntry[];
-  readonly at: number;
-}
-
-export interface SuppressionRecord {
-  readonly userId: string;
-  /** Undefined: the user is suppressed on every source. */
-  readonly sourceId: string | undefined;
-  /** The request that started (or last renewed) it. */
-  readonly regulationId: string;
-  readonly createdAt: number;
-}
-
-export type ReplayStatus = 'running' | 'done' | 'cancelled';
-
-export interface NewReplay {
-  readonly id: string;
-  readonly sourceId: string;
-  /** Messages with `from <= receivedAt < to`. */
-  readonly from: number;
-  readonly to: number;
-  /** Receiver URLs to send to; undefined means every receiver. */
-  readonly receivers: readonly string[] | undefined;
-  readonly types: readonly string[] | undefined;
-  readonly events: readonly string[] | undefined;
-  readonly createdAt: number;
-}
-
-export interface ReplayRecord extends NewReplay {
-  readonly status: ReplayStatus;
-  /** The seq of the last message the replay has looked at. */
-  readonly cursor: number;
-  /** Messages queued. */
-  readonly queued: number;
-  /** Of those, deliveries that succeeded, and that failed. */
-  readonly delivered: number;
-  readonly failed: number;
-  readonly updatedAt: number;
-}
-
-export interface ReplayPage {
-  readonly replayId: string;
-  readonly sourceId: string;
-  readonly fromCursor: number;
-  readonly toCursor: number;
-  readonly messageSeqs: readonly number[];
-  readonly receivers: readonly string[] | undefined;
-  readonly at: number;
-}
-
-export type ComputationStatus = 'computing' | 'live';
-
-export interface ComputationRecord {
-  readonly id: string;
-  readonly kind: ComputationKind;
-  readonly name: string;
-  readonly key: string;
-  readonly definition: unknown;
-  /** Source ids whose Webhooks destination receives the syncs. */
-  readonly destinations: readonly string[];
-  readonly status: ComputationStatus;
-  /** Bumped on each definition change; the evaluator marks a version live. */
-  readonly version: number;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-  /** Members (audience) or profiles with a value (trait); set by listings and reads. */
-  readonly size?: number;
-}
-
-export interface ComputationPatch {
-  readonly name?: string | undefined;
-  readonly definition?: unknown;
-  readonly destinations?: readonly string[] | undefined;
-}
-
-export interface ComputationMember {
-  readonly profileId: string;
-  readonly identifiers: readonly string[];
-  readonly value: unknown;
-  readonly since: number;
-}
-
-export interface ProfileOutput {
-  readonly value: unknown;
-  readonly since: number;
-}
-
-export interface ProfileRecord {
-  readonly id: string;
-  /** ProfileState as JSON text (see src/domain/engage). */
-  readonly state: string;
-  readonly version: number;
-  readonly identifiers: readonly string[];
-  /** Stored outputs by computation id: audiences the profile is in, traits with a value. */
-  readonly outputs: Readonly<Record<string, ProfileOutput>>;
-  /** Seqs of its latest messages, newest first (bounded). */
-  readonly recentSeqs: readonly number[];
-  readonly nextExpiry: number | undefined;
-  readonly updatedAt: number;
-}
-
-export interface ProfileWrite {
-  readonly id: string;
-  /** 0: a new profile. */
-  readonly expectedVersion: number;
-  readonly state: string;
-  /** Identifiers to add to the profile (moved here from any other profile); those it has stay. */
-  readonly identifiers: readonly string[];
-  /** Changed outputs: a value to store, or undefined to remove the row. */
-  readonly outputChanges: ReadonlyArray<{ readonly computationId: string; readonly value: unknown }>;
-  readonly recentSeqs: readonly number[];
-  readonly nextExpiry: number | undefined;
-}
-
-export interface EngageBatch {
-  /** Moves the stream cursor, conditionally (the lease holder's fence). */
-  readonly cursor?: { readonly from: number; readonly to: number } | undefined;
-  readonly deletedProfiles: ReadonlyArray<{ readonly id: string; readonly expectedVersion: number }>;
-  readonly profiles: readonly ProfileWrite[];
-  /** Sync identify messages, accepted, with their destinations. */
-  readonly messages: readonly IngestEntry[];
-  /** Computations whose first sync this commit completes: `live` if still at that version. */
-  readonly computationsLive?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
-  readonly at: number;
+  /** {@link IngestStore.prepareIngest} loads something (SQLite: the de-duplication index); otherwise it resolves at once. */
+  readonly preparesIngest: boolean;
+  /** {@link DeliveryQueue.releaseLeases} frees the leases of workers that are gone (single-node stores only); otherwise it resolves 0. */
+  readonly releasesLeases: boolean;
 }

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { DeliveryWorker } from '../../src/delivery/delivery-worker.js';
+import { webhookDestination } from '../../src/domain/webhook-settings.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { DestinationRecord, Store } from '../../src/store/store.js';
 import { T0, addSource, storeEntry } from '../helpers/store-fixtures.js';
@@ -35,7 +36,7 @@ describe('delivery worker and the event loop', () => {
     });
     const worker = new DeliveryWorker({
       store: counting,
-      destination: () => destination,
+      destination: () => webhookDestination(destination),
       settings: loadConfig({}, { SWITCHYARD_DATA_DIR: ':memory:' }),
       logger: pino({ level: 'silent' }),
     });

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config.js';
-import { type RunningSwitchyard, startSwitchyard } from '../../src/main.js';
+import { type RunningSwitchyard, startSwitchyard } from '../../src/serve.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config.js';
-import { type RunningSwitchyard, startSwitchyard } from '../../src/main.js';
+import { type RunningSwitchyard, startSwitchyard } from '../../src/serve.js';
 import type { Store } from '../../src/store/store.js';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, it } from 'node:test';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config.js';
-import { startSwitchyard } from '../../src/main.js';
+import { startSwitchyard } from '../../src/serve.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';

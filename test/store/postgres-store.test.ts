@@ -52,7 +52,7 @@ await describePostgres('PostgreSQL store', () => {
     });
 
     it('says it can be shared by several nodes', () => {
-      assert.deepEqual(a.capabilities, { name: 'postgres', multiNode: true });
+      assert.deepEqual(a.capabilities, { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false });
     });
 
     it('applies each migration once when several nodes start at once', async () => {

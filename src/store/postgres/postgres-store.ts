@@ -81,7 +81,7 @@ export const DEFAULT_POOL_SIZE = 10;
  * Owns a pg.Pool and the LISTEN connection; {@link close} ends both.
  */
 export class PostgresStore implements Store {
-  readonly capabilities: StoreCapabilities = { name: 'postgres', multiNode: true };
+  readonly capabilities: StoreCapabilities = { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false };
   /** Tags this node's notifications, so that it does not hear its own. */
   private readonly nodeId = randomUUID();
   private readonly events = new EventEmitter();
@@ -231,6 +231,9 @@ export class PostgresStore implements Store {
 
   // --- ingest ------------------------------------------------------------------------
 
+  /** Nothing to load: de-duplication is an upsert in the database (`capabilities.preparesIngest` is false). */
+  async prepareIngest(): Promise<void> {}
+
   async appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]> {
     if (entries.length === 0) return [];
     return this.write(async (client) => {
@@ -257,6 +260,11 @@ export class PostgresStore implements Store {
   }
 
   // --- delivery ----------------------------------------------------------------------
+
+  /** Releases nothing: another node's worker may be alive (`capabilities.releasesLeases` is false); leases expire by themselves. */
+  async releaseLeases(): Promise<number> {
+    return 0;
+  }
 
   async claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
     return deliveries.claimDeliveries(this.pool, request);

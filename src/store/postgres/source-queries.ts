@@ -3,24 +3,8 @@
 import type pg from 'pg';
 import type { DestinationKind } from '../../domain/routing.js';
 import { sha256Hex } from '../../util/crypto.js';
+import { type DestinationRow, type SourceRow, toDestination, toSource } from '../rows.js';
 import type { DestinationRecord, SourcePatch, SourceRecord } from '../store.js';
-
-interface SourceRow {
-  id: string;
-  name: string;
-  write_key: string;
-  enabled: boolean;
-  created_at: number;
-  updated_at: number;
-}
-
-interface DestinationRow {
-  source_id: string;
-  kind: DestinationKind;
-  enabled: boolean;
-  settings: string;
-  updated_at: number;
-}
 
 export async function insertSource(client: pg.ClientBase, source: SourceRecord): Promise<void> {
   await client.query(
@@ -83,25 +67,4 @@ export async function getDestination(pool: pg.Pool, sourceId: string, kind: Dest
 export async function listDestinations(pool: pg.Pool): Promise<DestinationRecord[]> {
   const { rows } = await pool.query<DestinationRow>('SELECT * FROM destinations');
   return rows.map(toDestination);
-}
-
-function toSource(row: SourceRow): SourceRecord {
-  return {
-    id: row.id,
-    name: row.name,
-    writeKey: row.write_key,
-    enabled: row.enabled,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
-
-function toDestination(row: DestinationRow): DestinationRecord {
-  return {
-    sourceId: row.source_id,
-    kind: row.kind,
-    enabled: row.enabled,
-    settings: JSON.parse(row.settings) as unknown,
-    updatedAt: row.updated_at,
-  };
 }

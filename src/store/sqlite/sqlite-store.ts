@@ -6,7 +6,6 @@ import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { regulationEffects } from '../../domain/regulation.js';
 import { type TrafficCount, minuteOf } from '../../domain/traffic.js';
 import type { DestinationKind } from '../../domain/routing.js';
-import { sha256Hex } from '../../util/crypto.js';
 import type {
   AppendResult,
   ClaimRequest,
@@ -49,29 +48,13 @@ import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
+import * as sources from './source-queries.js';
 
 export interface SqliteStoreOptions {
   /** Folder of the database file; created when missing. `:memory:` for a private in-memory store. */
   readonly dataDir: string;
   /** `fsync` makes every commit reach the disk before it resolves (survives power loss). */
   readonly durability: 'process' | 'fsync';
-}
-
-interface SourceRow {
-  id: string;
-  name: string;
-  write_key: string;
-  enabled: number;
-  created_at: number;
-  updated_at: number;
-}
-
-interface DestinationRow {
-  source_id: string;
-  kind: DestinationKind;
-  enabled: number;
-  settings: string;
-  updated_at: number;
 }
 
 /**
@@ -90,7 +73,7 @@ interface DestinationRow {
 export const SQLITE_FILE = 'switchyard.sqlite';
 
 export class SqliteStore implements Store {
-  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false };
+  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true };
   private readonly events = new EventEmitter();
   private messages!: MessageQueries;
   private deliveries!: DeliveryQueries;
@@ -202,73 +185,39 @@ export class SqliteStore implements Store {
   // --- sources and destinations ------------------------------------------------------
 
   async insertSource(source: SourceRecord): Promise<void> {
-    this.configChange(() =>
-      this.db
-        .prepare(`INSERT INTO sources (id, name, write_key, write_key_hash, enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-        .run(source.id, source.name, source.writeKey, sha256Hex(source.writeKey), source.enabled ? 1 : 0, source.createdAt, source.updatedAt),
-    );
+    this.configChange(() => sources.insertSource(this.db, source));
   }
 
   async listSources(): Promise<SourceRecord[]> {
-    return (this.db.prepare('SELECT * FROM sources ORDER BY created_at, id').all() as SourceRow[]).map(toSource);
+    return sources.listSources(this.db);
   }
 
   async getSource(id: string): Promise<SourceRecord | undefined> {
-    const row = this.db.prepare('SELECT * FROM sources WHERE id = ?').get(id) as SourceRow | undefined;
-    return row === undefined ? undefined : toSource(row);
+    return sources.getSource(this.db, id);
   }
 
   async updateSource(id: string, patch: SourcePatch, now: number): Promise<SourceRecord | undefined> {
-    const row = this.configChange(
-      () =>
-        this.db
-          .prepare(`
-            UPDATE sources SET name = COALESCE(?, name), enabled = COALESCE(?, enabled), updated_at = ?
-            WHERE id = ? RETURNING *`)
-          .get(patch.name ?? null, patch.enabled === undefined ? null : patch.enabled ? 1 : 0, now, id) as SourceRow | undefined,
-    );
-    return row === undefined ? undefined : toSource(row);
+    return this.configChange(() => sources.updateSource(this.db, id, patch, now));
   }
 
   async deleteSource(id: string): Promise<boolean> {
-    return this.configChange(() => {
-      const deleted = this.db.prepare('DELETE FROM sources WHERE id = ?').run(id).changes > 0;
-      if (!deleted) return false;
-      this.db.prepare('DELETE FROM destinations WHERE source_id = ?').run(id);
-      this.db
-        .prepare('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE source_id = ?)')
-        .run(id);
-      this.db.prepare('DELETE FROM deliveries WHERE source_id = ?').run(id);
-      this.db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
-      this.db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
-      return true;
-    });
+    return this.configChange(() => sources.deleteSource(this.db, id));
   }
 
   async putDestination(destination: DestinationRecord): Promise<void> {
-    this.configChange(() =>
-      this.db
-        .prepare(`
-          INSERT INTO destinations (source_id, kind, enabled, settings, updated_at) VALUES (?, ?, ?, ?, ?)
-          ON CONFLICT (source_id, kind) DO UPDATE SET
-            enabled = excluded.enabled, settings = excluded.settings, updated_at = excluded.updated_at`)
-        .run(destination.sourceId, destination.kind, destination.enabled ? 1 : 0, JSON.stringify(destination.settings), destination.updatedAt),
-    );
+    this.configChange(() => sources.putDestination(this.db, destination));
   }
 
   async deleteDestination(sourceId: string, kind: DestinationKind): Promise<boolean> {
-    return this.configChange(() => this.db.prepare('DELETE FROM destinations WHERE source_id = ? AND kind = ?').run(sourceId, kind).changes > 0);
+    return this.configChange(() => sources.deleteDestination(this.db, sourceId, kind));
   }
 
   async getDestination(sourceId: string, kind: DestinationKind): Promise<DestinationRecord | undefined> {
-    const row = this.db.prepare('SELECT * FROM destinations WHERE source_id = ? AND kind = ?').get(sourceId, kind) as
-      | DestinationRow
-      | undefined;
-    return row === undefined ? undefined : toDestination(row);
+    return sources.getDestination(this.db, sourceId, kind);
   }
 
   async listDestinations(): Promise<DestinationRecord[]> {
-    return (this.db.prepare('SELECT * FROM destinations').all() as DestinationRow[]).map(toDestination);
+    return sources.listDestinations(this.db);
   }
 
   // --- ingest ------------------------------------------------------------------------
@@ -492,25 +441,4 @@ export class SqliteStore implements Store {
     }
   }
 
-}
-
-function toSource(row: SourceRow): SourceRecord {
-  return {
-    id: row.id,
-    name: row.name,
-    writeKey: row.write_key,
-    enabled: row.enabled === 1,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
-
-function toDestination(row: DestinationRow): DestinationRecord {
-  return {
-    sourceId: row.source_id,
-    kind: row.kind,
-    enabled: row.enabled === 1,
-    settings: JSON.parse(row.settings) as unknown,
-    updatedAt: row.updated_at,
-  };
 }

@@ -1,4 +1,7 @@
-import type { Store } from '../store/store.js';
+import type { ChangeFeed, ConfigStore } from './store.js';
+
+/** What a snapshot reads: the config version, and `config` notifications. */
+export type ConfigSource = ConfigStore & ChangeFeed;
 
 /**
  * A value built from the store's config (sources, destinations,
@@ -7,7 +10,7 @@ import type { Store } from '../store/store.js';
  * answering) and, by polling the store's config version, when another
  * process does: changes show within `pollMs`.
  */
-export class ConfigSnapshot<T> {
+export class ConfigSnapshot<T, S extends ConfigSource = ConfigSource> {
   private value: T;
   private loadedVersion = -1;
   private timer: NodeJS.Timeout | undefined;
@@ -16,9 +19,9 @@ export class ConfigSnapshot<T> {
   private reloadAgain = false;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: S,
     initial: T,
-    private readonly build: (store: Store) => Promise<T>,
+    private readonly build: (store: S) => Promise<T>,
     private readonly options: { readonly pollMs: number; readonly onError: (error: unknown) => void },
   ) {
     this.value = initial;

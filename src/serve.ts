@@ -1,24 +1,12 @@
 import type { AddressInfo } from 'node:net';
 import { pino, type Logger } from 'pino';
+import { adminApi } from './admin/admin-api.js';
 import { AdminAuth } from './admin/admin-auth.js';
-import { DebuggerAdmin } from './admin/debugger-admin.js';
-import { debuggerRoutes } from './admin/debugger-routes.js';
-import { DeliveryAdmin } from './admin/delivery-admin.js';
-import { EngageAdmin } from './admin/engage-admin.js';
-import { engageRoutes } from './admin/engage-routes.js';
-import { OverviewAdmin } from './admin/overview-admin.js';
-import { overviewRoutes } from './admin/overview-routes.js';
-import { deliveryRoutes } from './admin/delivery-routes.js';
-import { RegulationAdmin } from './admin/regulation-admin.js';
-import { ReplayAdmin } from './admin/replay-admin.js';
-import { replayRoutes } from './admin/replay-routes.js';
-import { regulationRoutes } from './admin/regulation-routes.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
-import { WebhookTester } from './admin/webhook-test.js';
 import type { Config } from './config.js';
 import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
-import { Metrics } from './http/metrics.js';
+import { Metrics } from './metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
 import { type BackgroundStages, startBackgroundStages } from './pipeline/background-stages.js';
@@ -108,7 +96,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   const store = await openStore(config, logger);
   const now = Date.now;
   const preparing = Date.now();
-  await store.prepareIngest?.(now() - DEDUPLICATION_WINDOW_MS);
+  await store.prepareIngest(now() - DEDUPLICATION_WINDOW_MS);
   if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'ingest prepared (de-duplication index loaded)');
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
@@ -142,24 +130,9 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, metrics, now, newMessageId, screen: (entries) => suppressions.screen(entries) },
+    tracking: { directory, committer, metrics, now, newMessageId, suppressedBy: (sourceId, userId) => suppressions.regulationFor(sourceId, userId) },
     browser: { directory, publicUrl: config.publicUrl },
-    admin: {
-      auth,
-      sources,
-      extensions: [
-        deliveryRoutes(
-          webhooks,
-          new DeliveryAdmin(store, now),
-          new WebhookTester(store, { allowPrivateReceivers: config.allowPrivateReceivers, userAgent: config.userAgent, timeoutMs: config.deliveryTimeoutMs, now }),
-        ),
-        debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError }),
-        regulationRoutes(new RegulationAdmin(store, { now, suppressions, runner: { wake: () => background.stages?.wakeRegulations() } })),
-        replayRoutes(new ReplayAdmin(store, { now, onCreated: () => background.stages?.wakeReplays() })),
-        engageRoutes(new EngageAdmin(store, { now, onChange: () => background.stages?.engageDefinitionsChanged() })),
-        overviewRoutes(new OverviewAdmin(store, now)),
-      ],
-    },
+    admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError }),
   });
 
   await app.listen({ port: config.port, host: config.host });

@@ -1,0 +1,80 @@
+import type { IngestEntry } from './records.js';
+
+/** The Engage records of the `Store` contract (`store.ts`): computations, profiles and the evaluator's commits. */
+export type ComputationKind = 'trait' | 'audience';
+
+export type ComputationStatus = 'computing' | 'live';
+
+export interface ComputationRecord {
+  readonly id: string;
+  readonly kind: ComputationKind;
+  readonly name: string;
+  readonly key: string;
+  readonly definition: unknown;
+  /** Source ids whose Webhooks destination receives the syncs. */
+  readonly destinations: readonly string[];
+  readonly status: ComputationStatus;
+  /** Bumped on each definition change; the evaluator marks a version live. */
+  readonly version: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** Members (audience) or profiles with a value (trait); set by listings and reads. */
+  readonly size?: number;
+}
+
+export interface ComputationPatch {
+  readonly name?: string | undefined;
+  readonly definition?: unknown;
+  readonly destinations?: readonly string[] | undefined;
+}
+
+export interface ComputationMember {
+  readonly profileId: string;
+  readonly identifiers: readonly string[];
+  readonly value: unknown;
+  readonly since: number;
+}
+
+export interface ProfileOutput {
+  readonly value: unknown;
+  readonly since: number;
+}
+
+export interface ProfileRecord {
+  readonly id: string;
+  /** ProfileState as JSON text (see src/domain/engage). */
+  readonly state: string;
+  readonly version: number;
+  readonly identifiers: readonly string[];
+  /** Stored outputs by computation id: audiences the profile is in, traits with a value. */
+  readonly outputs: Readonly<Record<string, ProfileOutput>>;
+  /** Seqs of its latest messages, newest first (bounded). */
+  readonly recentSeqs: readonly number[];
+  readonly nextExpiry: number | undefined;
+  readonly updatedAt: number;
+}
+
+export interface ProfileWrite {
+  readonly id: string;
+  /** 0: a new profile. */
+  readonly expectedVersion: number;
+  readonly state: string;
+  /** Identifiers to add to the profile (moved here from any other profile); those it has stay. */
+  readonly identifiers: readonly string[];
+  /** Changed outputs: a value to store, or undefined to remove the row. */
+  readonly outputChanges: ReadonlyArray<{ readonly computationId: string; readonly value: unknown }>;
+  readonly recentSeqs: readonly number[];
+  readonly nextExpiry: number | undefined;
+}
+
+export interface EngageBatch {
+  /** Moves the stream cursor, conditionally (the lease holder's fence). */
+  readonly cursor?: { readonly from: number; readonly to: number } | undefined;
+  readonly deletedProfiles: ReadonlyArray<{ readonly id: string; readonly expectedVersion: number }>;
+  readonly profiles: readonly ProfileWrite[];
+  /** Sync identify messages, accepted, with their destinations. */
+  readonly messages: readonly IngestEntry[];
+  /** Computations whose first sync this commit completes: `live` if still at that version. */
+  readonly computationsLive?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
+  readonly at: number;
+}

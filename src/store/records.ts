@@ -1,0 +1,270 @@
+import type { MessageStatus } from '../domain/message.js';
+import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
+import type { DestinationKind } from '../domain/routing.js';
+
+/**
+ * The records the `Store` contract takes and gives, but those of
+ * Engage (`engage-records.ts`): sources, destinations, messages, deliveries,
+ * regulations, replays. Plain data; what each field means to the store is in
+ * the contract's TSDoc (`store.ts`).
+ */
+export interface SourceRecord {
+  readonly id: string;
+  readonly name: string;
+  readonly writeKey: string;
+  readonly enabled: boolean;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface SourcePatch {
+  readonly name?: string;
+  readonly enabled?: boolean;
+}
+
+export interface DestinationRecord {
+  readonly sourceId: string;
+  readonly kind: DestinationKind;
+  readonly enabled: boolean;
+  /** Destination-specific settings, validated by the caller. */
+  readonly settings: unknown;
+  readonly updatedAt: number;
+}
+
+export interface IngestEntry {
+  readonly sourceId: string;
+  readonly status: Exclude<MessageStatus, 'duplicate'>;
+  readonly reason?: string | undefined;
+  /** The call type; for a rejected entry, whatever type the client gave (if any). */
+  readonly type: string | undefined;
+  readonly messageId: string | undefined;
+  readonly userId: string | undefined;
+  readonly receivedAt: number;
+  /** The message as JSON text, exactly as it will be delivered. */
+  readonly body: string;
+  /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
+  readonly destinations: readonly DestinationKind[];
+}
+
+export interface AppendResult {
+  readonly seq: number;
+  readonly status: MessageStatus;
+}
+
+export interface StoredMessage {
+  readonly seq: number;
+  readonly sourceId: string;
+  readonly status: MessageStatus;
+  readonly reason: string | undefined;
+  readonly type: string | undefined;
+  readonly messageId: string | undefined;
+  readonly userId: string | undefined;
+  readonly receivedAt: number;
+  readonly body: string;
+}
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+export interface ClaimRequest {
+  readonly owner: string;
+  readonly limit: number;
+  readonly leaseMs: number;
+  readonly now: number;
+}
+
+export interface ClaimedDelivery {
+  readonly id: number;
+  readonly sourceId: string;
+  readonly destination: DestinationKind;
+  readonly messageSeq: number;
+  /** The stored message JSON. */
+  readonly body: string;
+  readonly attemptCount: number;
+  /** When the first attempt was made, which starts the retry window; undefined before it. */
+  readonly firstAttemptAt: number | undefined;
+  /** Receivers left to retry after earlier attempts; undefined means every receiver. */
+  readonly retryUrls: readonly string[] | undefined;
+  readonly createdAt: number;
+  /** Set when the delivery re-sends a message for a replay. */
+  readonly replayId?: string | undefined;
+}
+
+export interface AttemptRecord {
+  readonly at: number;
+  readonly url: string;
+  readonly statusCode?: number | undefined;
+  readonly error?: string | undefined;
+  readonly durationMs: number;
+}
+
+/**
+ * - succeeded / failed: final (failed can be requeued by hand).
+ * - retry: pending again, due at `nextAttemptAt`, only for `retryUrls`.
+ * - deferred: nothing was sent (e.g. a circuit breaker held it); pending again
+ *   at `nextAttemptAt`, counting no attempt.
+ */
+export type DeliveryOutcome =
+  | {
+      readonly kind: 'succeeded' | 'failed';
+      readonly id: number;
+      readonly owner: string;
+      readonly at: number;
+      readonly firstAttemptAt: number;
+      readonly attempts: readonly AttemptRecord[];
+      readonly lastError?: string | undefined;
+    }
+  | {
+      readonly kind: 'retry';
+      readonly id: number;
+      readonly owner: string;
+      readonly at: number;
+      readonly firstAttemptAt: number;
+      readonly attempts: readonly AttemptRecord[];
+      readonly nextAttemptAt: number;
+      readonly retryUrls: readonly string[];
+      readonly lastError?: string | undefined;
+    }
+  | {
+      readonly kind: 'deferred';
+      readonly id: number;
+      readonly owner: string;
+      readonly at: number;
+      readonly nextAttemptAt: number;
+    };
+
+export interface DeliveryFilter {
+  readonly sourceId?: string | undefined;
+  readonly status?: DeliveryStatus | undefined;
+  readonly limit: number;
+  /** Only deliveries with an id below this one (pagination, newest first). */
+  readonly beforeId?: number | undefined;
+}
+
+export interface RequeueFilter {
+  readonly id?: number | undefined;
+  readonly sourceId?: string | undefined;
+  /** Only deliveries that failed at or after this time. */
+  readonly since?: number | undefined;
+}
+
+export interface DeliveryRecord {
+  readonly id: number;
+  readonly sourceId: string;
+  readonly destination: DestinationKind;
+  readonly messageSeq: number;
+  readonly messageId: string | undefined;
+  readonly status: DeliveryStatus;
+  readonly attemptCount: number;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly nextAttemptAt: number | undefined;
+  readonly firstAttemptAt: number | undefined;
+  readonly lastError: string | undefined;
+  /** Set when the delivery re-sends a message for a replay. */
+  readonly replayId?: string | undefined;
+}
+
+export interface DeliveryDetail extends DeliveryRecord {
+  readonly attempts: readonly AttemptRecord[];
+}
+
+export interface NewRegulation {
+  /** Unique; chosen by the caller. */
+  readonly id: string;
+  readonly regulationType: RegulationType;
+  /** User ids, non-empty and without repeats. */
+  readonly subjectIds: readonly string[];
+  /** The sources the request names; undefined means every source, including sources created later. */
+  readonly sourceIds: readonly string[] | undefined;
+  /** The affected sources, one row each: `sourceIds`, or every source that exists at creation. */
+  readonly stepSourceIds: readonly string[];
+  readonly createdAt: number;
+}
+
+export interface RegulationFilter {
+  readonly status?: RegulationStatus | undefined;
+  readonly limit: number;
+}
+
+export interface RegulationSourceRecord {
+  readonly sourceId: string;
+  readonly status: RegulationStepStatus;
+  /** Why the step failed; only for `FAILED`. */
+  readonly error: string | undefined;
+  readonly updatedAt: number;
+}
+
+export interface RegulationRecord {
+  readonly id: string;
+  readonly regulationType: RegulationType;
+  readonly subjectCount: number;
+  readonly sourceIds: readonly string[] | undefined;
+  readonly status: RegulationStatus;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** One per affected source, ordered by source id. */
+  readonly sources: readonly RegulationSourceRecord[];
+}
+
+export interface RegulationDetail extends RegulationRecord {
+  readonly subjectIds: readonly string[];
+}
+
+export interface RegulationStepKey {
+  readonly regulationId: string;
+  readonly sourceId: string;
+}
+
+export interface RegulationStepRun extends RegulationStepKey {
+  /** Users whose stored messages on the source are erased. */
+  readonly eraseUserIds: readonly string[];
+  /** Messages to store in the same commit (the `delete` messages), each with `sourceId` = the step's source. */
+  readonly messages: readonly IngestEntry[];
+  readonly at: number;
+}
+
+export interface SuppressionRecord {
+  readonly userId: string;
+  /** Undefined: the user is suppressed on every source. */
+  readonly sourceId: string | undefined;
+  /** The request that started (or last renewed) it. */
+  readonly regulationId: string;
+  readonly createdAt: number;
+}
+
+export type ReplayStatus = 'running' | 'done' | 'cancelled';
+
+export interface NewReplay {
+  readonly id: string;
+  readonly sourceId: string;
+  /** Messages with `from <= receivedAt < to`. */
+  readonly from: number;
+  readonly to: number;
+  /** Receiver URLs to send to; undefined means every receiver. */
+  readonly receivers: readonly string[] | undefined;
+  readonly types: readonly string[] | undefined;
+  readonly events: readonly string[] | undefined;
+  readonly createdAt: number;
+}
+
+export interface ReplayRecord extends NewReplay {
+  readonly status: ReplayStatus;
+  /** The seq of the last message the replay has looked at. */
+  readonly cursor: number;
+  /** Messages queued. */
+  readonly queued: number;
+  /** Of those, deliveries that succeeded, and that failed. */
+  readonly delivered: number;
+  readonly failed: number;
+  readonly updatedAt: number;
+}
+
+export interface ReplayPage {
+  readonly replayId: string;
+  readonly sourceId: string;
+  readonly fromCursor: number;
+  readonly toCursor: number;
+  readonly messageSeqs: readonly number[];
+  readonly receivers: readonly string[] | undefined;
+  readonly at: number;
+}
