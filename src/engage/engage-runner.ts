@@ -75,8 +75,8 @@ const SATURATED_BELOW = 0.04;
 const UNSATURATED_ABOVE = 0.1;
 /** Saturated passes in a row after which it is saturated for good (not a burst). */
 const SATURATED_PASSES = 3;
-/** Rest ÷ work while the thread is saturated: Engage then takes at most a third of it. */
-const SATURATED_REST_FACTOR = 2;
+/** Rest ÷ work while the thread is saturated: Engage then takes at most a fifth of it. */
+const SATURATED_REST_FACTOR = 4;
 /**
  * Memory for profiles kept parsed between pages (see ProfileCache), as
  * estimated by ProfileSet: a user's next message within a while needs no
@@ -170,8 +170,8 @@ export class EngageRunner {
           // as it worked (at least MIN_REST_MS): at most half of its thread.
           // When the thread was never idle over a pass and its rest, the
           // thread is saturated (ingest, delivery and Engage share it on one
-          // core) several times in a row: Engage then rests twice as long and
-          // takes at most a third, falling behind while ingest is saturated
+          // core) several times in a row: Engage then rests four times as long
+          // and takes at most a fifth, falling behind while ingest is saturated
           // and catching up after. (Whether the other work filled the rest
           // says nothing: it does what waited during the pass then.)
           if (worked) {
