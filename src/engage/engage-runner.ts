@@ -9,10 +9,19 @@ import {
   type ProfileState,
   diffOutputs,
   emptyProfileState,
-  mergeProfileStates,
 } from '../domain/engage/index.js';
 import { regulationEffects } from '../domain/regulation.js';
-import type { ComputationRecord, EngageBatch, IngestEntry, ProfileRecord, ProfileWrite, Store, StoredMessage } from '../store/store.js';
+import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
+import { ProfileCache } from './profile-cache.js';
+import {
+  type Definitions,
+  type ParsedMessage,
+  ProfileSet,
+  RECENT_EVENTS,
+  type WorkingProfile,
+  firstIdentifier,
+  unsentOutputs,
+} from './profile-set.js';
 
 export interface EngageRunnerOptions {
   readonly store: Store;
@@ -37,8 +46,6 @@ const LEASE_MS = 15_000;
  * before going past it (a rolled-back insert leaves a gap forever).
  */
 const GAP_GRACE_MS = 3_000;
-/** Seqs of a profile's latest messages kept for `GET /profiles/:id/events`. */
-export const RECENT_EVENTS = 50;
 /** Prefix of the `reason` of the identify messages Engage stores: the evaluator skips them. */
 export const SYNC_REASON_PREFIX = 'engage:';
 /** Regulations looked at per pass (newest first) for profiles to erase. */
@@ -54,40 +61,33 @@ const RELOAD_MS = 1_000;
  * messages is one commit here instead of one each.
  */
 const GATHER_MS = 20;
-/** The longest rest between two busy passes (see `run`). */
-const MAX_REST_MS = 200;
+/** The longest rest between two passes (see `wake`). */
+const MAX_REST_MS = 1_000;
+/**
+ * The shortest rest after a pass that did work: messages gather meanwhile,
+ * and a page of many is one commit instead of several (most of a page's
+ * cost is writing pages of the store, shared by its messages).
+ */
+const MIN_REST_MS = 50;
+/** Idle share of the thread over a pass and its rest below which the thread was saturated (see `wake`). */
+const SATURATED_BELOW = 0.04;
+/** … and above which it no longer is. */
+const UNSATURATED_ABOVE = 0.1;
+/** Saturated passes in a row after which it is saturated for good (not a burst). */
+const SATURATED_PASSES = 3;
+/** Rest ÷ work while the thread is saturated: Engage then takes at most a fifth of it. */
+const SATURATED_REST_FACTOR = 4;
+/**
+ * Memory for profiles kept parsed between pages (see ProfileCache), as
+ * estimated by ProfileSet: a user's next message within a while needs no
+ * read (a quarter less work per message when users come back).
+ */
+const CACHE_BYTES = 32 * 1024 * 1024;
 
 /** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
 const UNSENT = Symbol('unsent');
 
 const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'alias']);
-
-/** A profile being changed in memory before one commit. */
-interface WorkingProfile {
-  readonly id: string;
-  /** 0: not stored yet. */
-  readonly expectedVersion: number;
-  state: ProfileState;
-  readonly identifiers: Set<string>;
-  /** Those already stored for it (not written again). */
-  readonly storedIdentifiers: ReadonlySet<string>;
-  /** Output rows as stored when loaded, by computation id. */
-  readonly storedRows: Readonly<Record<string, unknown>>;
-  /** The outputs last synced (or stored), to diff the next evaluation against. */
-  current: Outputs;
-  recentSeqs: number[];
-  dirty: boolean;
-}
-
-/** What the computations are, compiled, with what their syncs need. */
-interface Definitions {
-  readonly model: EngageModel;
-  readonly byId: ReadonlyMap<string, ComputationRecord>;
-  /** Outputs of a profile with no events and no traits: what a missing output row stands for. */
-  readonly baseline: Outputs;
-  /** Enabled Webhooks destinations by source id. */
-  readonly webhookSources: ReadonlySet<string>;
-}
 
 /**
  * Evaluates computed traits and audiences (src/domain/engage) over the
@@ -116,6 +116,12 @@ export class EngageRunner {
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
   private leaseUntil = 0;
+  /** Whether the last stream page read was full (more was waiting). */
+  private behind = false;
+  /** Passes in a row over which (with their rests) the thread was never idle (see `wake`). */
+  private saturatedPasses = 0;
+  /** Only right while this node holds the lease without a break and its commits succeed. */
+  private readonly cache = new ProfileCache(CACHE_BYTES);
 
   constructor(private readonly options: EngageRunnerOptions) {
     this.owner = options.owner ?? `engage-${randomUUID()}`;
@@ -151,20 +157,37 @@ export class EngageRunner {
     }
     clearTimeout(this.timer);
     this.running = (async () => {
-      let busy = false;
+      let worked = false;
       try {
         do {
           this.again = false;
           const started = performance.now();
-          busy = await this.pass();
+          const before = performance.eventLoopUtilization();
+          worked = await this.pass();
           // The SQLite store works synchronously and has one writer: without a
           // pause, catching up on a backlog would hold the write lock and the
-          // CPU that ingest needs. Resting as long as the pass worked keeps
-          // Engage at most half of its thread and leaves the lock free between pages.
-          if (busy) await sleep(Math.min(MAX_REST_MS, performance.now() - started));
-          else await nextTurn();
-        } while ((this.again || busy) && !this.stopped);
+          // CPU that ingest needs. After a pass that worked it rests as long
+          // as it worked (at least MIN_REST_MS): at most half of its thread.
+          // When the thread was never idle over a pass and its rest, the
+          // thread is saturated (ingest, delivery and Engage share it on one
+          // core) several times in a row: Engage then rests four times as long
+          // and takes at most a fifth, falling behind while ingest is saturated
+          // and catching up after. (Whether the other work filled the rest
+          // says nothing: it does what waited during the pass then.)
+          if (worked) {
+            const saturated = this.saturatedPasses >= SATURATED_PASSES;
+            const factor = saturated ? SATURATED_REST_FACTOR : 1;
+            // Behind, there is no need to wait for messages to gather.
+            const least = this.behind ? 0 : MIN_REST_MS;
+            await sleep(Math.min(MAX_REST_MS, Math.max(least, (performance.now() - started) * factor)));
+            const idle = 1 - performance.eventLoopUtilization(before).utilization;
+            if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.saturatedPasses++;
+            else this.saturatedPasses = 0;
+          } else await nextTurn();
+        } while ((this.again || worked) && !this.stopped);
       } catch (error) {
+        // A page may have changed cached states in place and not committed them.
+        this.cache.clear();
         this.options.onError(error);
       } finally {
         this.running = undefined;
@@ -179,6 +202,7 @@ export class EngageRunner {
     clearTimeout(this.timer);
     clearTimeout(this.gathering);
     await this.running;
+    this.cache.clear();
     await this.options.store.releaseEngageLease(this.owner).catch(() => {});
   }
 
@@ -188,14 +212,17 @@ export class EngageRunner {
     this.timer.unref();
   }
 
-  /** One round of work; resolves whether there may be more right away. */
+  /** One round of work; resolves whether it did any (there may be more). */
   private async pass(): Promise<boolean> {
     const { store, now } = this.options;
     // Renewed when half gone: not a write per page.
     const at = now();
     if (at > this.leaseUntil - LEASE_MS / 2) {
+      // Lapsed: another node may have had it meanwhile and changed profiles.
+      if (at >= this.leaseUntil) this.cache.clear();
       if (!(await store.claimEngageLease(this.owner, at, LEASE_MS))) {
         this.leaseUntil = 0;
+        this.cache.clear();
         return false;
       }
       this.leaseUntil = at + LEASE_MS;
@@ -208,12 +235,24 @@ export class EngageRunner {
     }
     const computing = [...definitions.byId.values()].filter((c) => c.status === 'computing');
     if (computing.length > 0) {
-      await this.backfill(definitions, computing);
+      try {
+        await this.backfill(definitions, computing);
+      } finally {
+        // It wrote profiles without the cache (new versions, new accumulators).
+        this.cache.clear();
+      }
       return true;
     }
     const expired = await this.expire(definitions);
     const streamed = await this.streamPage(definitions);
     return expired || streamed;
+  }
+
+  /** After a commit of `work`: the cache takes what it wrote, or is emptied when it was refused. */
+  private settle(work: ProfileSet, committed: boolean): boolean {
+    if (committed) work.committed();
+    else this.cache.clear();
+    return committed;
   }
 
   // --- definitions -----------------------------------------------------------------------
@@ -227,8 +266,11 @@ export class EngageRunner {
       const model = compileTolerantly(computations.map(toSpec), this.options.onError);
       const compiled = new Set(model.specs.map((s) => s.id));
       const byId = new Map(computations.filter((c) => compiled.has(c.id)).map((c) => [c.id, c]));
-      this.definitions = { model, byId, baseline: model.evaluate(emptyProfileState(), this.options.now()), webhookSources };
+      const baseline = model.evaluate(emptyProfileState(), this.options.now());
+      this.definitions = { model, byId, baseline, unsent: unsentOutputs(baseline, byId), webhookSources };
       this.definitionsKey = key;
+      // Cached outputs were read for the old definitions; deleting one also deleted its rows.
+      this.cache.clear();
     } else {
       this.definitions = { ...this.definitions, webhookSources };
     }
@@ -237,23 +279,27 @@ export class EngageRunner {
 
   // --- the message stream --------------------------------------------------------------------
 
+  /** Applies the next page of the stream; resolves whether it committed one. */
   private async streamPage(definitions: Definitions): Promise<boolean> {
     const { store, now } = this.options;
     const cursor = await store.getEngageCursor();
     let page = await store.listMessagesSince(cursor, PAGE);
+    this.behind = page.length === PAGE;
     if (page.length === 0) return false;
     if (store.capabilities.multiNode) page = this.upToGap(cursor, page);
     if (page.length === 0) return false;
     const at = now();
-    const work = new ProfileSet(store, definitions, at);
-    await work.preload(page.flatMap(identifiersOf));
+    const work = new ProfileSet(store, definitions, at, this.cache);
+    // Each body is parsed once: for the identifiers to preload, then to apply.
+    const parsed = page.map((stored) => (stored.type === 'delete' ? undefined : engageMessageOf(stored)));
+    await work.preload(page.flatMap((stored, i) => identifiersOf(stored, parsed[i])));
     const messages: IngestEntry[] = [];
-    for (const stored of page) {
+    for (const [i, stored] of page.entries()) {
       if (stored.type === 'delete' && stored.userId !== undefined && stored.status === 'accepted') {
         await work.erase(`user_id:${stored.userId}`);
         continue;
       }
-      const message = engageMessageOf(stored);
+      const message = parsed[i];
       if (message === undefined) continue;
       const profile = await work.resolve(stored, message);
       const before = profile.current;
@@ -269,7 +315,7 @@ export class EngageRunner {
     }
     const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
     // A refused commit (the lease changed hands) waits for the next poll.
-    return store.commitEngage(batch);
+    return this.settle(work, await store.commitEngage(batch));
   }
 
   /** The page up to the first gap in seqs, unless that gap has been there longer than the grace. */
@@ -298,7 +344,7 @@ export class EngageRunner {
     const at = now();
     const ids = await store.listExpiredProfileIds(at, PROFILE_PAGE);
     if (ids.length === 0) return false;
-    const work = new ProfileSet(store, definitions, at);
+    const work = new ProfileSet(store, definitions, at, this.cache);
     const messages: IngestEntry[] = [];
     for (const profile of await work.load(ids)) {
       const after = definitions.model.evaluate(profile.state, at);
@@ -306,7 +352,7 @@ export class EngageRunner {
       profile.current = after;
       profile.dirty = true;
     }
-    const committed = await store.commitEngage({ ...work.toBatch(), messages, at });
+    const committed = this.settle(work, await store.commitEngage({ ...work.toBatch(), messages, at }));
     return committed && ids.length === PROFILE_PAGE;
   }
 
@@ -333,7 +379,7 @@ export class EngageRunner {
       after = page[page.length - 1]!.seq;
       const at = now();
       const work = new ProfileSet(store, definitions, at);
-      const found = await store.findProfileIds([...new Set(page.flatMap(identifiersOf))]);
+      const found = await store.findProfileIds([...new Set(page.flatMap((stored) => identifiersOf(stored)))]);
       const profiles = new Map((await work.load([...new Set(found.values())])).map((p) => [p.id, p]));
       for (const stored of page) {
         const message = engageMessageOf(stored);
@@ -402,9 +448,9 @@ export class EngageRunner {
       if ((await store.getSetting(marker)) === undefined) {
         const detail = await store.getRegulation(regulation.id);
         const at = now();
-        const work = new ProfileSet(store, definitions, at);
+        const work = new ProfileSet(store, definitions, at, this.cache);
         for (const userId of detail?.subjectIds ?? []) await work.erase(`user_id:${userId}`);
-        if (!(await store.commitEngage({ ...work.toBatch(), messages: [], at }))) return;
+        if (!this.settle(work, await store.commitEngage({ ...work.toBatch(), messages: [], at }))) return;
         await store.insertSettingIfAbsent(marker, String(at));
       }
       this.erasedRegulations.add(regulation.id);
@@ -513,13 +559,6 @@ function toSpec(c: ComputationRecord): ComputationSpec {
   return { id: c.id, kind: c.kind, key: c.key, definition: c.definition };
 }
 
-/** A stored message Engage applies: its parsed form and the profile identifiers it names. */
-interface ParsedMessage {
-  readonly engage: EngageMessage;
-  readonly identifiers: string[];
-  /** alias: the identifier candidates of previousId, user id first. */
-  readonly previous: string[];
-}
 
 /** Accepted and filtered Tracking API messages of the Engage types; not Engage's own syncs, not suppressed ones. */
 function engageMessageOf(stored: StoredMessage): ParsedMessage | undefined {
@@ -551,9 +590,9 @@ function engageMessageOf(stored: StoredMessage): ParsedMessage | undefined {
   return { engage, identifiers, previous };
 }
 
-function identifiersOf(stored: StoredMessage): string[] {
+/** `parsed`: the message as {@link engageMessageOf} read it, when it already did. */
+function identifiersOf(stored: StoredMessage, parsed = engageMessageOf(stored)): string[] {
   if (stored.type === 'delete' && stored.userId !== undefined) return [`user_id:${stored.userId}`];
-  const parsed = engageMessageOf(stored);
   return parsed === undefined ? [] : [...parsed.identifiers, ...parsed.previous];
 }
 
@@ -565,207 +604,6 @@ function idOf(value: unknown): string | undefined {
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function hasUserId(profile: WorkingProfile): boolean {
-  for (const identifier of profile.identifiers) if (identifier.startsWith('user_id:')) return true;
-  return false;
-}
-
-function firstIdentifier(profile: WorkingProfile, prefix: string): string | undefined {
-  const values = [...profile.identifiers].filter((i) => i.startsWith(prefix)).sort();
-  return values[0]?.slice(prefix.length);
-}
-
-/** The row a value is stored as: audiences only their members, traits only a value. */
-function rowValue(computation: ComputationRecord | undefined, value: unknown): unknown {
-  if (computation === undefined) return undefined;
-  if (computation.kind === 'audience') return value === true ? true : undefined;
-  return value === undefined || value === null ? undefined : value;
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  return a === b || JSON.stringify(a) === JSON.stringify(b);
-}
-
-/** `resend`: it merged or gained a user id, so its memberships and values go again. */
-type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
-
-/**
- * The profiles one commit changes: loaded once, resolved and merged in
- * memory, written back with their versions checked.
- */
-class ProfileSet {
-  private readonly profiles = new Map<string, Working>();
-  /** identifier → profile id, or null: known to belong to no profile. */
-  private readonly owners = new Map<string, string | null>();
-  private readonly deleted = new Map<string, number>();
-
-  constructor(
-    private readonly store: Store,
-    private readonly definitions: Definitions,
-    private readonly at: number,
-  ) {}
-
-  /** Looks up the owners of these identifiers and loads their profiles. */
-  async preload(identifiers: string[]): Promise<void> {
-    const unknown = [...new Set(identifiers)].filter((i) => !this.owners.has(i));
-    if (unknown.length === 0) return;
-    const found = await this.store.findProfileIds(unknown);
-    for (const identifier of unknown) this.owners.set(identifier, found.get(identifier) ?? null);
-    await this.load([...new Set(found.values())]);
-  }
-
-  async load(ids: readonly string[]): Promise<Working[]> {
-    const missing = ids.filter((id) => !this.profiles.has(id) && !this.deleted.has(id));
-    for (const record of await this.store.getProfiles(missing)) this.add(record);
-    return ids.map((id) => this.profiles.get(id)).filter((p): p is Working => p !== undefined);
-  }
-
-  private add(record: ProfileRecord): Working {
-    const storedRows: Record<string, unknown> = {};
-    for (const [id, output] of Object.entries(record.outputs)) storedRows[id] = output.value;
-    const current: Outputs = { ...this.definitions.baseline };
-    for (const [id, computation] of this.definitions.byId) {
-      if (storedRows[id] !== undefined) current[id] = storedRows[id];
-      else if (computation.kind === 'audience') current[id] = false;
-    }
-    const profile: Working = {
-      id: record.id,
-      expectedVersion: record.version,
-      state: JSON.parse(record.state) as ProfileState,
-      identifiers: new Set(record.identifiers),
-      storedIdentifiers: new Set(record.identifiers),
-      storedRows,
-      current,
-      recentSeqs: [...record.recentSeqs],
-      dirty: false,
-      resend: false,
-      lostMemberships: [],
-    };
-    this.profiles.set(profile.id, profile);
-    for (const identifier of record.identifiers) this.owners.set(identifier, record.id);
-    return profile;
-  }
-
-  private async ownerOf(identifier: string): Promise<string | undefined> {
-    if (!this.owners.has(identifier)) await this.preload([identifier]);
-    return this.owners.get(identifier) ?? undefined;
-  }
-
-  /**
-   * The profile a message belongs to: its identifiers' profile, a new one,
-   * or several merged into one (the first named keeps its id).
-   */
-  async resolve(stored: StoredMessage, message: ParsedMessage): Promise<Working> {
-    const names = [...message.identifiers];
-    if (message.previous.length > 0) {
-      // alias: previousId is a user id when some profile has it, else an anonymous id.
-      const [asUser, asAnonymous] = message.previous as [string, string];
-      names.push((await this.ownerOf(asUser)) !== undefined ? asUser : asAnonymous);
-    }
-    const ids: string[] = [];
-    for (const name of names) {
-      const owner = await this.ownerOf(name);
-      if (owner !== undefined && !ids.includes(owner)) ids.push(owner);
-    }
-    let profile: Working;
-    if (ids.length === 0) {
-      profile = {
-        id: `prf_${stored.seq}_${randomUUID().slice(0, 8)}`,
-        expectedVersion: 0,
-        state: JSONclone(emptyProfileState()),
-        identifiers: new Set(),
-        storedIdentifiers: new Set(),
-        storedRows: {},
-        current: this.baselineCurrent(),
-        recentSeqs: [],
-        dirty: true,
-        resend: false,
-        lostMemberships: [],
-      };
-      this.profiles.set(profile.id, profile);
-    } else {
-      profile = this.profiles.get(ids[0]!)!;
-      for (const otherId of ids.slice(1)) this.mergeInto(profile, this.profiles.get(otherId)!);
-    }
-    const hadUserId = hasUserId(profile);
-    for (const name of names) {
-      profile.identifiers.add(name);
-      this.owners.set(name, profile.id);
-    }
-    // Gaining a user id: its memberships and values go again, with it.
-    if (!hadUserId && hasUserId(profile)) profile.resend = true;
-    return profile;
-  }
-
-  private baselineCurrent(): Outputs {
-    const current: Outputs = { ...this.definitions.baseline };
-    for (const [id, computation] of this.definitions.byId) if (computation.kind === 'audience') current[id] = false;
-    return current;
-  }
-
-  private mergeInto(survivor: Working, other: Working): void {
-    survivor.state = mergeProfileStates(survivor.state, other.state);
-    for (const identifier of other.identifiers) {
-      survivor.identifiers.add(identifier);
-      this.owners.set(identifier, survivor.id);
-    }
-    // Memberships the merged-away profile held and the merged one may not: sent as false if so (the survivor's own are in the diff).
-    for (const [id, value] of Object.entries(other.current)) {
-      if (value === true && survivor.current[id] !== true) survivor.lostMemberships.push(id);
-    }
-    survivor.recentSeqs = [...survivor.recentSeqs, ...other.recentSeqs].sort((a, b) => b - a).slice(0, RECENT_EVENTS);
-    survivor.resend = true;
-    survivor.dirty = true;
-    this.forget(other);
-  }
-
-  private forget(profile: Working): void {
-    this.profiles.delete(profile.id);
-    if (profile.expectedVersion > 0) this.deleted.set(profile.id, profile.expectedVersion);
-  }
-
-  /** Erases the profile an identifier names (a deletion request): no syncs are sent for it. */
-  async erase(identifier: string): Promise<void> {
-    const owner = await this.ownerOf(identifier);
-    if (owner === undefined) return;
-    const profile = this.profiles.get(owner);
-    if (profile === undefined) return;
-    for (const name of profile.identifiers) this.owners.set(name, null);
-    this.forget(profile);
-  }
-
-  /** The commit's profile part; `withOutputs` false leaves output rows alone (backfill history pages). */
-  toBatch(withOutputs = true): Pick<EngageBatch, 'deletedProfiles' | 'profiles'> {
-    const { model, byId } = this.definitions;
-    const profiles: ProfileWrite[] = [];
-    for (const profile of this.profiles.values()) {
-      if (!profile.dirty) continue;
-      model.prune(profile.state, this.at);
-      const outputChanges: Array<{ computationId: string; value: unknown }> = [];
-      if (withOutputs) {
-        for (const [id, computation] of byId) {
-          const row = rowValue(computation, profile.current[id]);
-          if (!sameJson(row, profile.storedRows[id])) outputChanges.push({ computationId: id, value: row });
-        }
-      }
-      profiles.push({
-        id: profile.id,
-        expectedVersion: profile.expectedVersion,
-        state: JSON.stringify(profile.state),
-        identifiers: [...profile.identifiers].filter((i) => !profile.storedIdentifiers.has(i)),
-        outputChanges,
-        recentSeqs: profile.recentSeqs,
-        nextExpiry: model.nextExpiry(profile.state, this.at),
-      });
-    }
-    return { deletedProfiles: [...this.deleted].map(([id, expectedVersion]) => ({ id, expectedVersion })), profiles };
-  }
-}
-
-function JSONclone<T>(value: T): T {
-  return JSON.parse(JSON.stringify(value)) as T;
 }
 
 function sleep(ms: number): Promise<void> {
