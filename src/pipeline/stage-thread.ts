@@ -3,7 +3,6 @@
  * and their own store connection, so delivery (claims, signing, HTTP) and
  * deletion steps never hold up the ingest thread's event loop.
  */
-import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { Metrics } from '../metrics.js';
@@ -15,26 +14,12 @@ import { startBackgroundStages } from './background-stages.js';
 import type { FromStageThread, StageThreadData, ToStageThread } from './stage-protocol.js';
 
 const CONFIG_POLL_MS = 1_000;
-/**
- * The stage thread's nice value (the ingest thread keeps the process's).
- * When both threads must share a core (a pinned process, a busy host), the
- * scheduler gives the ingest thread about three quarters of it: answers
- * first, delivery catches up after. Measured with `ingest.live`, one core
- * for both threads: 6,090 → 9,889 req/s, delivery lag at the end 1 → 7 s.
- */
-const STAGE_NICE = 5;
 
 async function main(): Promise<void> {
   const port = parentPort;
   if (port === null) throw new Error('stage-thread.js runs only as a worker thread');
   const { config, logLevel, sqliteWriteLocks } = workerData as StageThreadData;
   adoptWriteLocks(sqliteWriteLocks);
-  try {
-    // pid 0: on Linux, the calling thread only (elsewhere the whole process, which is also what a nice does there).
-    setPriority(0, STAGE_NICE);
-  } catch {
-    // Not permitted or not supported: the threads share the CPU evenly, as before.
-  }
   const logger = pino({ level: logLevel }).child({ thread: 'stages' });
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
   const send = (message: FromStageThread): void => port.postMessage(message);
