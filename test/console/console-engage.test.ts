@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { describeBrowser, launchChromium, seriousAxeViolations } from '../helpers/browser.js';
+import { describeBrowser, launchChromium, openConsolePage, seriousAxeViolations } from '../helpers/browser.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
@@ -44,7 +44,7 @@ describeBrowser('the web console: computed traits, audiences and profiles in Chr
   let page: Page;
   let source: { id: string; writeKey: string };
   let audienceId = '';
-  const pageErrors: string[] = [];
+  let pageErrors: string[] = [];
 
   before(async () => {
     receiver = await startReceiver();
@@ -53,14 +53,7 @@ describeBrowser('the web console: computed traits, audiences and profiles in Chr
     const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { enabled: true, settings: { webhooks: [{ url: receiver.url }] } });
     assert.equal(put.status, 200, JSON.stringify(put.body));
     browser = await launchChromium();
-    // A fixed size, locale and time zone keep screenshots comparable between runs.
-    context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC' });
-    page = await context.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => {
-      // The API's error answers (400, 404) are part of the flows tested; any other error logged is a failure.
-      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
-    });
+    ({ context, page, pageErrors } = await openConsolePage(browser));
   });
 
   after(async () => {

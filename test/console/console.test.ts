@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, it } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { describeBrowser, launchChromium, seriousAxeViolations } from '../helpers/browser.js';
+import { describeBrowser, launchChromium, openConsolePage, seriousAxeViolations } from '../helpers/browser.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
@@ -29,21 +29,13 @@ describeBrowser('the web console in Chromium', () => {
   let context: BrowserContext;
   let page: Page;
   let source: { id: string; name: string; writeKey: string };
-  const pageErrors: string[] = [];
+  let pageErrors: string[] = [];
 
   before(async () => {
     sy = await startTestSwitchyard({ ...FAST_RETRIES, 'retry-window-ms': '800' });
     receiver = await startReceiver();
     browser = await launchChromium();
-    // A fixed size, locale and time zone keep screenshots comparable between runs.
-    context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC' });
-    page = await context.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => {
-      // Error answers of the API (401, 404, 400) are part of the flows tested; anything else
-      // logged as an error (a script error, a Content-Security-Policy refusal) is a failure.
-      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
-    });
+    ({ context, page, pageErrors } = await openConsolePage(browser));
   });
 
   after(async () => {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
-import { type Browser, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 
 /** Debian's Chromium; `.ci/run` installs it when missing. */
 export const CHROMIUM_PATH = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
@@ -31,6 +31,31 @@ export async function launchChromium(): Promise<Browser> {
     executablePath: CHROMIUM_PATH,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
   });
+}
+
+export interface ConsolePage {
+  readonly context: BrowserContext;
+  readonly page: Page;
+  /** Script errors and errors logged by the page, for a test to assert empty at the end. */
+  readonly pageErrors: string[];
+}
+
+/**
+ * A page for the console tests: a fixed size, locale and time zone keep
+ * screenshots comparable between runs. Error answers of the API (400, 401,
+ * 404) are part of the flows tested and show as "Failed to load resource";
+ * anything else logged as an error (a script error, a Content-Security-Policy
+ * refusal) is collected in `pageErrors`.
+ */
+export async function openConsolePage(browser: Browser): Promise<ConsolePage> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC' });
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
+  });
+  return { context, page, pageErrors };
 }
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
