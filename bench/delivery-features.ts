@@ -46,12 +46,19 @@ interface LiveFigures {
   readonly delivered: number;
   readonly missing: number;
   readonly non2xx: number;
+  /**
+   * CPU of the server process, all its threads, over the phase ÷ the POSTs
+   * the receiver got in it (µs): live messages with their ingest, and the
+   * replay's deliveries while one runs.
+   */
+  readonly cpuMicrosPerPost: number | undefined;
 }
 
 /** Paced single /v1/track calls (lib/delivery-sender.ts) and the receiver's end-to-end figures for them. */
 async function measureLive(context: BenchContext, rig: Rig, server: Target, phase: string): Promise<LiveFigures> {
   const { options } = context;
   await rig.receiver.reset({ phase, marks: [], latency: true });
+  const cpuAtStart = server.cpuSeconds();
   const args: SenderArgs = {
     url: server.url,
     authorization: rig.authorization,
@@ -82,7 +89,9 @@ async function measureLive(context: BenchContext, rig: Rig, server: Target, phas
   if (failure !== undefined) throw new Error(failure);
   const expected = result.okMeasured;
   const stats = await waitForStats(rig, (s) => s.measured >= expected, GRACE_MS);
+  const cpuAtEnd = server.cpuSeconds();
   return {
+    cpuMicrosPerPost: cpuAtStart === undefined || cpuAtEnd === undefined || stats.count <= 0 ? undefined : Math.round(((cpuAtEnd - cpuAtStart) * 1e6) / stats.count),
     p99Ms: stats.latencyMs.p99,
     p50Ms: stats.latencyMs.p50,
     acceptedMeasured: expected,
@@ -237,11 +246,11 @@ async function runRateLimit(context: BenchContext): Promise<BenchReport> {
     await maybeWaitQuiet(context, name);
     server = await rig.launch(`${name} switchyard`, true);
     // The steady part: from the 10th to the 90th percent of the backlog, timed by polling the receiver.
-    const samples: Array<{ at: number; count: number }> = [];
+    const samples: Array<{ at: number; count: number; cpuSec: number | undefined }> = [];
     const bound = Date.now() + (RATE_LIMIT_JOBS / RATE_LIMIT) * 1000 * 2 + 30_000;
     for (;;) {
       const stats = await rig.receiver.stats();
-      samples.push({ at: performance.now(), count: stats.count });
+      samples.push({ at: performance.now(), count: stats.count, cpuSec: server.cpuSeconds() });
       if (stats.count >= RATE_LIMIT_JOBS || Date.now() > bound) break;
       const failure = server.failure();
       if (failure !== undefined) throw new Error(failure);
@@ -252,6 +261,7 @@ async function runRateLimit(context: BenchContext): Promise<BenchReport> {
     const rate = first !== undefined && last !== undefined && last.at > first.at ? ((last.count - first.count) / (last.at - first.at)) * 1000 : 0;
     const ratio = round(rate / RATE_LIMIT, 3);
     const delivered = samples[samples.length - 1]?.count ?? 0;
+    const cpuSec = first?.cpuSec === undefined || last?.cpuSec === undefined ? undefined : last.cpuSec - first.cpuSec;
     return {
       description:
         `${RATE_LIMIT_JOBS} pending deliveries drained to one receiver with maxRequestsPerSecond ${RATE_LIMIT}; ` +
@@ -263,6 +273,8 @@ async function runRateLimit(context: BenchContext): Promise<BenchReport> {
       limit: RATE_LIMIT,
       arrivalsPerSec: round(rate, 1),
       delivered,
+      // Server CPU, all threads, per delivery over the same window (most of it waiting for send times).
+      cpuMicrosPerDelivery: cpuSec === undefined || last === undefined || first === undefined || last.count <= first.count ? undefined : Math.round((cpuSec * 1e6) / (last.count - first.count)),
       notes: [`Passes when the ratio is within ±${RATE_TOLERANCE * 100}% of 1 and the whole backlog arrived (nothing dropped by the limit).`],
     };
   } finally {

@@ -303,6 +303,8 @@ async function runLatency(context: BenchContext): Promise<BenchReport> {
       signedPosts: stats.signed,
       receivedPosts: stats.count,
       serverCpuPercent: percent(serverCpu),
+      // Ingest and delivery of each accepted message, all of the server's threads.
+      cpuMicrosPerMessage: serverCpu === undefined || expected <= 0 ? undefined : Math.round((serverCpu * 1e6) / expected),
       receiverCpuPercent: percent(receiverCpu),
       senderCpuPercent: percent(result.cpuSec),
       otherCpuPercent,

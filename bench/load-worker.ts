@@ -97,6 +97,7 @@ async function main(): Promise<void> {
   const statusCodes: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count;
   const summary: LoadResult = {
+    generator: 'autocannon',
     durationSec: result.duration,
     ok: result['2xx'],
     non2xx: result.non2xx,

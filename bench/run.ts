@@ -23,6 +23,7 @@ import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-type
 import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
 import { planCpus } from './lib/cpu-plan.js';
 import { freePort } from './lib/free-port.js';
+import { describeLoadGenerator } from './lib/http-load.js';
 import { writeReport } from './lib/report.js';
 import { startSwitchyard } from './lib/switchyard-target.js';
 import { startBaseline, type Target, waitHealthy, watchChild } from './lib/target.js';
@@ -204,7 +205,7 @@ async function main(): Promise<void> {
       durability: process.env['SWITCHYARD_DURABILITY'] ?? 'process',
       measured: cli.options.selfCheck ? 'self-check: a second bare baseline stands in for Switchyard and the Fastify floor' : 'bin/switchyard.js serve',
     },
-    settings: { ...cli.options, postgresUrl: undefined, cpuProfileDir: undefined, loadGenerator: 'autocannon 8, one process per phase, loopback' },
+    settings: { ...cli.options, postgresUrl: undefined, cpuProfileDir: undefined, loadGenerator: describeLoadGenerator() },
     benches: {} as Record<string, unknown>,
     // Informational benches have no target: listed apart, they never make the run fail.
     summary: { pass: true, passed: [] as string[], failed: [] as string[], informational: [] as string[], errored: [] as string[], elapsedSec: 0 },

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BenchContext } from './bench-types.js';
 import { LatencyHistogram, type LatencySummary } from './latency-histogram.js';
-import { runLoad } from './load-client.js';
+import { runPhasedLoad } from './http-load.js';
 import type { LoadResult } from './load-protocol.js';
 import { messagesPerRequest, type PayloadSpec } from './payloads.js';
 import { machineCpu, type MachineCpu } from './proc-stats.js';
@@ -11,8 +11,9 @@ import { waitForQuiet } from './wait-for-quiet.js';
 type Side = 'baseline' | 'switchyard';
 
 /**
- * autocannon is single-threaded; past this share of its CPU it is close
- * enough to saturation that the figure may be its limit, not the server's.
+ * The load generator is pinned to one CPU (autocannon could use no more
+ * anyway); past this share of it, it is close enough to saturation that the
+ * figure may be its limit, not the server's.
  */
 const LOAD_GENERATOR_BOUND_PERCENT = 85;
 
@@ -31,7 +32,14 @@ export interface SideFigures {
   readonly serverPeakRssMb: number | undefined;
   /** 100 = one CPU fully busy. Near the server's CPU count: the server is CPU-bound. */
   readonly serverCpuPercent: number | undefined;
-  /** Near 100: autocannon itself was the limit, and the figures understate the server. */
+  /**
+   * CPU of the server process, all its threads, per 2xx message (µs): what a
+   * message costs, on any number of cores.
+   */
+  readonly cpuMicrosPerMessage: number | undefined;
+  /** Which load generator ran (lib/http-load.ts picks wrk when installed). */
+  readonly loadGenerator: string;
+  /** Near 100: the load generator itself was the limit, and the figures understate the server. */
   readonly loadGeneratorCpuPercent: number;
   /**
    * CPU used by everything else on the machine meanwhile (other users, this
@@ -84,6 +92,7 @@ interface PhaseCpu {
 }
 
 interface Totals {
+  generator: string | undefined;
   measuredSec: number;
   ok: number;
   non2xx: number;
@@ -125,7 +134,7 @@ export async function compareUnderLoad(context: BenchContext, comparison: LoadCo
       let serverAtStart: number | undefined;
       let partnerAtStart: number | undefined;
       let machineAtStart: MachineCpu | undefined;
-      const result = await runLoad(
+      const result = await runPhasedLoad(
         {
           url: target.url,
           headers: target.headers,
@@ -188,7 +197,7 @@ export function comparisonNotes(comparison: Comparison): string[] {
     const figures = comparison[side];
     if (figures.loadGeneratorCpuPercent >= LOAD_GENERATOR_BOUND_PERCENT) {
       notes.push(
-        `the load generator was CPU-bound during the ${side} phases (${figures.loadGeneratorCpuPercent}% of its CPU): ` +
+        `the load generator (${figures.loadGenerator}) was CPU-bound during the ${side} phases (${figures.loadGeneratorCpuPercent}% of its CPU): ` +
           `the ${side} figure is a floor` + (side === 'baseline' ? ', so the ratio is flattered' : ''),
       );
     }
@@ -217,12 +226,13 @@ export function comparisonNotes(comparison: Comparison): string[] {
 
 function emptyTotals(): Totals {
   return {
-    measuredSec: 0, ok: 0, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {}, latency: new LatencyHistogram(),
+    generator: undefined, measuredSec: 0, ok: 0, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {}, latency: new LatencyHistogram(),
     loadCpuSec: 0, serverCpuSec: 0, partnerCpuSec: 0, otherCpuSec: 0, stealSec: 0,
   };
 }
 
 function accumulate(totals: Totals, result: LoadResult, cpu: PhaseCpu): void {
+  totals.generator = result.generator;
   totals.measuredSec += result.durationSec;
   totals.ok += result.ok;
   totals.non2xx += result.non2xx;
@@ -253,6 +263,9 @@ function figures(totals: Totals, target: Target, perRequest: number): SideFigure
     measuredSec: round1(totals.measuredSec),
     serverPeakRssMb: target.peakRssMb(),
     serverCpuPercent: percent(totals.serverCpuSec),
+    cpuMicrosPerMessage:
+      totals.serverCpuSec === undefined || totals.ok === 0 ? undefined : Math.round((totals.serverCpuSec * 1e6) / (totals.ok * perRequest)),
+    loadGenerator: totals.generator ?? 'none',
     loadGeneratorCpuPercent: round1((100 * totals.loadCpuSec) / seconds),
     otherCpuPercent: percent(totals.otherCpuSec),
     stealPercent: percent(totals.stealSec),

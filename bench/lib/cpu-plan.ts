@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
+import { loadGenerator } from './http-load.js';
 
 /**
  * Which CPUs the servers and the load generator may use. On a small machine
@@ -29,7 +30,7 @@ export function planCpus(wantPinning: boolean): CpuPlan {
   if (!hasTaskset()) {
     return { available, pinned: false, server: undefined, loadGenerator: undefined, note: `taskset not found: the server and the load generator share ${available.length} CPUs` };
   }
-  // autocannon is single-threaded, so one CPU is all it can use; the server gets the rest.
+  // One CPU for the load generator (wrk or autocannon): the server gets the rest.
   const loadCpus = available.slice(-1);
   const serverCpus = available.slice(0, -1);
   return {
@@ -39,7 +40,7 @@ export function planCpus(wantPinning: boolean): CpuPlan {
     loadGenerator: describe(loadCpus),
     note:
       `${available.length} CPUs in all. Every server process (Switchyard and baseline alike) is pinned to CPU(s) ${describe(serverCpus)}, ` +
-      `the autocannon process to CPU ${describe(loadCpus)}. The idle server of a pair shares the server CPU(s).`,
+      `the load generator (${loadGenerator()}) to CPU ${describe(loadCpus)}. The idle server of a pair shares the server CPU(s).`,
   };
 }
 

@@ -258,6 +258,8 @@ export interface DrainFigures {
    * sender's CPU on a shared machine, which shows in `otherCpuPercent`.
    */
   readonly deliveriesPerSenderCpuSec: number | undefined;
+  /** CPU of the sending process, all its threads, per delivery in the window (µs): the same figure inverted. */
+  readonly cpuMicrosPerDelivery: number | undefined;
   /** 100 = one CPU. */
   readonly senderCpuPercent: number | undefined;
   readonly receiverCpuPercent: number | undefined;
@@ -340,6 +342,8 @@ export async function measureDrain(receiver: Receiver, sender: Watched, plan: Dr
     deliveredAtEnd: (end ?? start)?.point.count ?? receiver.current.count,
     deliveriesPerSenderCpuSec:
       start?.sender === undefined || end?.sender === undefined || end.sender <= start.sender ? undefined : Math.round(delivered / (end.sender - start.sender)),
+    cpuMicrosPerDelivery:
+      start?.sender === undefined || end?.sender === undefined || delivered <= 0 ? undefined : Math.round(((end.sender - start.sender) * 1e6) / delivered),
     senderCpuPercent: percent(start?.sender, end?.sender),
     receiverCpuPercent: percent(start?.receiver, end?.receiver),
     otherCpuPercent: other,

@@ -1,8 +1,9 @@
 /**
  * Latency histogram with logarithmic buckets, about 1% wide. autocannon's
- * own histogram keeps whole milliseconds and no p95, and cannot be merged
- * across the alternating rounds of a comparison once it has crossed a
- * process boundary; this one serializes to a few hundred numbers.
+ * own histogram keeps whole milliseconds and no p95, wrk's prints a few
+ * percentiles, and neither can be merged across the alternating rounds of a
+ * comparison once it has crossed a process boundary; this one serializes to
+ * a few hundred numbers.
  */
 
 const GROWTH = 1.01;
@@ -32,11 +33,11 @@ export class LatencyHistogram {
   private sum = 0;
   private maxMs = 0;
 
-  record(ms: number): void {
+  record(ms: number, count = 1): void {
     const bucket = ms <= FLOOR_MS ? 0 : Math.min(BUCKETS - 1, Math.ceil(Math.log(ms / FLOOR_MS) / LOG_GROWTH));
-    this.counts[bucket]! += 1;
-    this.total += 1;
-    this.sum += ms;
+    this.counts[bucket]! += count;
+    this.total += count;
+    this.sum += ms * count;
     if (ms > this.maxMs) this.maxMs = ms;
   }
 

@@ -13,8 +13,8 @@ export interface LoadHooks {
   readonly onMeasuring?: () => void;
 }
 
-/** Runs one warm-up plus measured phase in a fresh load-generator process. */
-export async function runLoad(args: LoadArgs, hooks: LoadHooks): Promise<LoadResult> {
+/** Runs one warm-up plus measured phase in a fresh autocannon process (bench/load-worker.ts); lib/http-load.ts decides when. */
+export async function runLoadWorker(args: LoadArgs, hooks: LoadHooks): Promise<LoadResult> {
   let result: LoadResult | undefined;
   let failure: string | undefined;
   const worker = spawnManaged('load-worker', process.execPath, [WORKER, JSON.stringify(args)], {

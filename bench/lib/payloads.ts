@@ -27,8 +27,13 @@ const ID = `${MARK}id${MARK}`;
 const USER = `${MARK}user${MARK}`;
 const TIME = `${MARK}time${MARK}`;
 
-/** A realistic e-commerce track call, about 600 bytes once filled in. */
-function messageTemplate(withType: boolean): string[] {
+/**
+ * A realistic e-commerce track call, about 600 bytes once filled in, split
+ * on its placeholders: even slots are literal JSON text, odd slots name the
+ * placeholder (`id`, `user`, `time`). Exported for load generators that
+ * stitch bodies themselves (wrk's Lua script).
+ */
+export function messageTemplate(withType: boolean): string[] {
   const message = {
     ...(withType ? { type: 'track' } : {}),
     messageId: ID,

@@ -213,6 +213,7 @@ export function renderMarkdown(output: Json, svgName: string): string {
     `| Platform | ${fmt(machine['platform'])} |`,
     `| Load average (1 min) at start / end | ${fmt(machine['loadAverage1mAtStart'])} / ${fmt(machine['loadAverage1mAtEnd'])} |`,
     `| CPU plan | ${fmt(cores['note'])} |`,
+    `| Load generator | ${fmt(obj(output['settings'])['loadGenerator'])} (each comparison side names the one it ran as \`loadGenerator\`) |`,
     `| Switchyard | ${fmt(switchyard['version'])}, store ${fmt(switchyard['store'])}, durability ${fmt(switchyard['durability'])}, measured: ${fmt(switchyard['measured'])} |`,
     '',
     '## How to reproduce',

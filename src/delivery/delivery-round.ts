@@ -117,7 +117,7 @@ function sleepUntil(at: number, ctx: RoundContext): Promise<boolean> {
 
 /** POSTs to one receiver through its origin's circuit breaker and in-flight limit; held when either says not now. */
 async function sendTo(receiver: WebhookReceiver, body: string, headers: Record<string, string>, ctx: RoundContext): Promise<PostResult | HeldReceiver> {
-  const origin = new URL(receiver.url).origin;
+  const origin = ctx.sender.originOf(receiver.url);
   const admittedAt = ctx.now();
   const admission = ctx.breaker.admit(origin, admittedAt);
   if (admission.kind === 'hold') {

@@ -26,7 +26,11 @@ export interface OriginSlotsOptions {
 }
 
 interface Waiter {
-  readonly grant: (granted: boolean) => void;
+  readonly origin: string;
+  readonly stop: AbortSignal;
+  /** performance.now() past which it gives up. */
+  readonly deadline: number;
+  readonly resolve: (granted: boolean) => void;
 }
 
 interface OriginLoad {
@@ -41,8 +45,21 @@ interface OriginLoad {
 const LATENCY_WEIGHT = 0.2;
 const MIN_HOLD_MS = 100;
 
+/**
+ * Waiters cost no timer and no abort listener of their own: a busy receiver
+ * has a waiter for most deliveries, and per waiter a timer plus an
+ * EventTarget listener added and removed were a measurable share of the
+ * worker's CPU. Every waiter waits the same `waitMs`, so the waiters in
+ * arrival order (`waiters`) are also in deadline order, and one timer, due
+ * at the oldest one's deadline, serves them all; one listener per stop
+ * signal turns its waiters away when it aborts.
+ */
 export class OriginSlots {
   private readonly origins = new Map<string, OriginLoad>();
+  /** Every waiter of every origin, oldest first. */
+  private readonly waiters = new Set<Waiter>();
+  private readonly watchedSignals = new WeakSet<AbortSignal>();
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: OriginSlotsOptions) {}
 
@@ -68,28 +85,58 @@ export class OriginSlots {
       load.turnedAway++;
       return Promise.resolve(false);
     }
-    const origins = this.origins;
+    this.watch(stop);
     const queue = load.waiting;
     return new Promise<boolean>((resolve) => {
-      const waiter: Waiter = {
-        grant(granted) {
-          clearTimeout(timer);
-          stop.removeEventListener('abort', giveUp);
-          resolve(granted);
-        },
-      };
-      const giveUp = (): void => {
-        const index = queue.indexOf(waiter);
-        if (index === -1) return;
-        queue.splice(index, 1);
-        const current = origins.get(origin);
-        if (current !== undefined) current.turnedAway++;
-        waiter.grant(false);
-      };
-      const timer = setTimeout(giveUp, this.options.waitMs);
-      stop.addEventListener('abort', giveUp);
+      const waiter: Waiter = { origin, stop, deadline: performance.now() + this.options.waitMs, resolve };
       queue.push(waiter);
+      this.waiters.add(waiter);
+      this.armTimer();
     });
+  }
+
+  /** Turns `waiter` away (its wait is over, or its stop signal aborted). */
+  private giveUp(waiter: Waiter): void {
+    this.forget(waiter);
+    const load = this.origins.get(waiter.origin);
+    const index = load === undefined ? -1 : load.waiting.indexOf(waiter);
+    if (index === -1) return;
+    load!.waiting.splice(index, 1);
+    load!.turnedAway++;
+    waiter.resolve(false);
+  }
+
+  private forget(waiter: Waiter): void {
+    this.waiters.delete(waiter);
+    // Nobody left to time out: no timer to keep the process awake.
+    if (this.waiters.size === 0 && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private watch(stop: AbortSignal): void {
+    if (this.watchedSignals.has(stop)) return;
+    this.watchedSignals.add(stop);
+    stop.addEventListener('abort', () => {
+      for (const waiter of this.waiters) if (waiter.stop === stop) this.giveUp(waiter);
+    }, { once: true });
+  }
+
+  /** One timer, due at the oldest waiter's deadline; it turns away every waiter past its own. */
+  private armTimer(): void {
+    if (this.timer !== undefined) return;
+    const oldest = this.waiters.values().next().value;
+    if (oldest === undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const now = performance.now();
+      for (const waiter of this.waiters) {
+        if (waiter.deadline > now) break;
+        this.giveUp(waiter);
+      }
+      this.armTimer();
+    }, Math.max(0, oldest.deadline - performance.now()) + 1);
   }
 
   /**
@@ -113,7 +160,8 @@ export class OriginSlots {
     }
     const next = load.waiting.shift();
     if (next !== undefined) {
-      next.grant(true); // the slot passes on; `active` stays
+      this.forget(next);
+      next.resolve(true); // the slot passes on; `active` stays
       return;
     }
     load.active--;

@@ -143,6 +143,11 @@ export class WebhookSender {
     this.deadlineTimer.unref();
   }
 
+  /** The origin of a receiver URL (parsed once per URL), for the per-origin limits and breakers. */
+  originOf(url: string): string {
+    return this.target(url).origin;
+  }
+
   /** Origin and path of a receiver URL, parsed once per URL (receivers are few and reused). */
   private target(url: string): Target {
     let target = this.targets.get(url);

@@ -82,7 +82,13 @@ export interface ClaimRow extends DeliveryRow {
   body: string | null;
 }
 
-export function toClaimedDelivery(row: ClaimRow): ClaimedDelivery {
+/** The columns of a claimed row that {@link toClaimedDelivery} reads. */
+export type ClaimedRow = Pick<
+  ClaimRow,
+  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id'
+>;
+
+export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
   return {
     id: row.id,
     sourceId: row.source_id,

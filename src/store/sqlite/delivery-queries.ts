@@ -9,14 +9,16 @@ import type {
   RequeueFilter,
 } from '../store.js';
 import type { TrafficQueries } from './traffic-queries.js';
-import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
+import { type AttemptRow, type ClaimedRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
 export class DeliveryQueries {
   private readonly claimTx: Transaction<(request: ClaimRequest) => ClaimedDelivery[]>;
   private readonly finishTx: Transaction<(outcomes: readonly DeliveryOutcome[]) => void>;
-  /** Claims and reads each claimed job's message body in one statement. */
-  private readonly lease: Statement<[string, number, number, number, number], ClaimRow>;
+  /** The due jobs a claim takes, each with its message's body… */
+  private readonly due: Statement<[number, number], ClaimedRow>;
+  /** …and their lease, in the same transaction. */
+  private readonly lease: Statement<[string, number, number, string]>;
   private readonly finish: Statement<unknown[]>;
   private readonly defer: Statement<[number, number, number, string]>;
   private readonly insertAttempt: Statement<unknown[]>;
@@ -26,13 +28,18 @@ export class DeliveryQueries {
     private readonly db: Database,
     private readonly traffic: TrafficQueries,
   ) {
+    // A SELECT then an UPDATE by id, not one UPDATE … RETURNING: SQLite's
+    // RETURNING collects every row (the 600-byte bodies too) in a temporary
+    // table first; measured, the pair costs about a fifth less per job.
+    this.due = db.prepare(`
+      SELECT id, source_id, destination, message_seq, attempt_count, first_attempt_at, retry_urls, created_at, replay_id,
+        (SELECT body FROM messages WHERE seq = message_seq) AS body
+      FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
+      ORDER BY next_attempt_at LIMIT ?`);
     // Leasing moves next_attempt_at to the lease's end: see the schema.
     this.lease = db.prepare(`
       UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, updated_at = ?
-      WHERE id IN (
-        SELECT id FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
-        ORDER BY next_attempt_at LIMIT ?)
-      RETURNING *, (SELECT body FROM messages WHERE seq = message_seq) AS body`);
+      WHERE id IN (SELECT value FROM json_each(?))`);
     this.finish = db.prepare(`
       UPDATE deliveries SET status = ?, attempt_count = attempt_count + 1, first_attempt_at = ?,
         next_attempt_at = ?, retry_urls = ?, last_error = ?, lease_owner = NULL, updated_at = ?
@@ -45,8 +52,14 @@ export class DeliveryQueries {
     this.nextDue = db.prepare(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
 
     this.claimTx = db.transaction((request: ClaimRequest) => {
-      const rows = this.lease.all(request.owner, request.now + request.leaseMs, request.now, request.now, request.limit);
+      const rows = this.due.all(request.now, request.limit);
+      if (rows.length === 0) return [];
       rows.sort((a, b) => a.id - b.id);
+      let ids = '';
+      for (const row of rows) ids += ids === '' ? String(row.id) : `,${row.id}`;
+      const leased = this.lease.run(request.owner, request.now + request.leaseMs, request.now, `[${ids}]`).changes;
+      // One IMMEDIATE transaction: nothing can have taken a row in between.
+      if (leased !== rows.length) throw new Error(`claimed ${rows.length} deliveries but leased ${leased}`);
       return rows.map(toClaimedDelivery);
     });
     this.finishTx = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
