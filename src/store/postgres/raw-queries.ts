@@ -46,18 +46,24 @@ export async function processRawRequests(
   build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
   dedupeSince: number,
 ): Promise<{ requests: number; results: AppendResult[]; entries: readonly IngestEntry[]; deliveriesAdded: boolean }> {
-  const { rows } = await client.query<RawRow>(`SELECT * FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`, [limits.maxRequests]);
-  const taken: RawRequest[] = [];
+  // Sizes first, bodies only of the rows taken: a batch's row is tens of KB.
+  const { rows } = await client.query<{ seq: number; message_count: number }>(
+    `SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+    [limits.maxRequests],
+  );
+  const seqs: number[] = [];
   let messages = 0;
   for (const row of rows) {
-    if (taken.length > 0 && messages + row.message_count > limits.maxMessages) break;
+    if (seqs.length > 0 && messages + row.message_count > limits.maxMessages) break;
     messages += row.message_count;
-    taken.push(toRawRequest(row));
+    seqs.push(Number(row.seq));
   }
-  if (taken.length === 0) return { requests: 0, results: [], entries: [], deliveriesAdded: false };
+  if (seqs.length === 0) return { requests: 0, results: [], entries: [], deliveriesAdded: false };
+  const bodies = await client.query<RawRow>(`SELECT * FROM raw_requests WHERE seq = ANY($1::bigint[]) ORDER BY seq`, [seqs]);
+  const taken = bodies.rows.map(toRawRequest);
   const entries = build(taken).flat();
   const { results, deliveriesAdded } = entries.length === 0 ? { results: [], deliveriesAdded: false } : await appendMessages(client, entries, dedupeSince);
-  await client.query(`DELETE FROM raw_requests WHERE seq = ANY($1::bigint[])`, [taken.map((r) => r.seq)]);
+  await client.query(`DELETE FROM raw_requests WHERE seq = ANY($1::bigint[])`, [seqs]);
   return { requests: taken.length, results, entries, deliveriesAdded };
 }
 

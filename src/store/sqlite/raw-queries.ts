@@ -17,7 +17,8 @@ interface RawRow {
 /** The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes. */
 export class RawQueries {
   private readonly insertRaw: Statement<unknown[]>;
-  private readonly oldest: Statement<[number], RawRow>;
+  private readonly oldest: Statement<[number], { seq: number; message_count: number }>;
+  private readonly range: Statement<[number, number], RawRow>;
   private readonly deleteUpTo: Statement<[number]>;
   private readonly backlog: Statement<[], { requests: number; messages: number; oldest: number | null }>;
   private readonly until: Statement<[number]>;
@@ -29,7 +30,9 @@ export class RawQueries {
     this.insertRaw = db.prepare(`
       INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
-    this.oldest = db.prepare(`SELECT * FROM raw_requests ORDER BY seq LIMIT ?`);
+    // Sizes first, bodies only of the rows taken: a batch's row is tens of KB.
+    this.oldest = db.prepare(`SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT ?`);
+    this.range = db.prepare(`SELECT * FROM raw_requests WHERE seq BETWEEN ? AND ? ORDER BY seq`);
     this.deleteUpTo = db.prepare(`DELETE FROM raw_requests WHERE seq <= ?`);
     this.backlog = db.prepare(`SELECT count(*) AS requests, coalesce(sum(message_count), 0) AS messages, min(received_at) AS oldest FROM raw_requests`);
     this.until = db.prepare(`SELECT 1 FROM raw_requests WHERE received_at <= ? LIMIT 1`).pluck();
@@ -52,15 +55,17 @@ export class RawQueries {
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
   ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean } {
-    const rows = this.oldest.all(limits.maxRequests);
-    const taken: RawRequest[] = [];
+    let last: number | undefined;
+    let count = 0;
     let messages = 0;
-    for (const row of rows) {
-      if (taken.length > 0 && messages + row.message_count > limits.maxMessages) break;
+    for (const row of this.oldest.iterate(limits.maxRequests)) {
+      if (count > 0 && messages + row.message_count > limits.maxMessages) break;
       messages += row.message_count;
-      taken.push(toRawRequest(row));
+      last = row.seq;
+      count++;
     }
-    if (taken.length === 0) return { requests: 0, results: [], deliveriesAdded: false };
+    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false };
+    const taken = this.range.all(0, last).map(toRawRequest);
     const entries = build(taken).flat();
     const results = this.messages.appendInTransaction(entries, dedupeSince);
     this.deleteUpTo.run(taken[taken.length - 1]!.seq);
