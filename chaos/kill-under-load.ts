@@ -43,8 +43,8 @@ async function eraseSoon(url: string, authorization: string, userId: string): Pr
 }
 
 /** Batches of a burst sent right before a kill, so that it lands while raw requests wait for processing. */
-const BURST_BATCHES = 20;
-const BURST_BATCH_SIZE = 100;
+const BURST_BATCHES = 10;
+const BURST_BATCH_SIZE = 50;
 
 /** Sends a burst of batches at once; resolves the messageIds of those acknowledged. */
 async function burst(url: string, authorization: string, kill: number): Promise<string[]> {
@@ -136,10 +136,10 @@ export const killUnderLoad: Scenario = {
       deletions.push(await eraseSoon(server.url, source.authorization, userId));
       erased.push(userId);
       // The deletion waits for the raw requests acknowledged before it, then
-      // runs within milliseconds: the burst makes the kill land while raw
-      // requests wait, during the deletion, or just before or after it.
+      // runs within milliseconds; the kill follows the burst's last 200 at
+      // once, so it lands while raw requests wait (mostly: processing a
+      // burst takes milliseconds), during the deletion, or just after it.
       burstAcknowledged.push(...(await burst(server.url, source.authorization, kill)));
-      await sleep(Math.random() * 50);
       await server.kill('SIGKILL');
       rawPendingAtKills.push(rawPending(dataDir));
       const acked = sender.acknowledged.size;
