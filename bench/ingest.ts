@@ -8,6 +8,7 @@
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { type Comparison, compareUnderLoad, comparisonNotes } from './lib/compare-under-load.js';
 import { bodyFactory, messagesPerRequest, payloadPath, type PayloadSpec } from './lib/payloads.js';
+import { type ProcessingAtEnd, processingAfterLoad } from './lib/processing-backlog.js';
 import type { Target } from './lib/target.js';
 
 interface LoadSpec {
@@ -68,6 +69,8 @@ interface Measured {
   /** What the load was, for the report. */
   readonly request: Record<string, unknown>;
   readonly debuggerStreamEvents: number | undefined;
+  /** Switchyard only: what was acknowledged but not yet processed when the load ended, and its drain. */
+  readonly processing: ProcessingAtEnd | undefined;
 }
 
 /**
@@ -87,8 +90,11 @@ async function measure(
     measured = context.options.selfCheck ? await context.startBaseline(`${spec.name} second baseline (self-check)`) : await start(spec.name);
     const stream = withDebuggerStream && !context.options.selfCheck ? await openDebuggerStream(measured) : undefined;
     let comparison;
+    let processing: ProcessingAtEnd | undefined;
     try {
       comparison = await compareUnderLoad(context, { name: spec.name, baseline, switchyard: measured, payload: spec.payload });
+      // The measured side runs last in a one-round bench, so this is the end of its load.
+      if (measured.admin !== undefined) processing = await processingAfterLoad(measured);
     } finally {
       stream?.close();
     }
@@ -104,6 +110,7 @@ async function measure(
         connections: context.options.connections,
       },
       debuggerStreamEvents: stream?.events(),
+      processing,
     };
   } finally {
     await measured?.stop();
@@ -115,12 +122,18 @@ function ingestBench(spec: IngestSpec): BenchDefinition {
   return {
     name: spec.name,
     async run(context: BenchContext): Promise<BenchReport> {
-      const { comparison, ratio, request, debuggerStreamEvents } = await measure(
+      const { comparison, ratio, request, debuggerStreamEvents, processing } = await measure(
         context,
         spec,
         (name) => context.startSwitchyard(`${name} switchyard`),
         spec.withDebuggerStream === true,
       );
+      if (processing !== undefined) {
+        context.log(
+          `${spec.name}: ${processing.unprocessedAtEnd} acknowledged messages unprocessed at the end of the load (oldest ${processing.lagAtEndSec.toFixed(1)} s), ` +
+            `drained ${processing.drainedAfterSec === undefined ? 'not within the timeout' : `after ${processing.drainedAfterSec} s`}`,
+        );
+      }
       return {
         description: spec.description,
         metric: spec.metric,
@@ -134,9 +147,21 @@ function ingestBench(spec: IngestSpec): BenchDefinition {
         phases: comparison.phases,
         notes: comparisonNotes(comparison),
         ...(debuggerStreamEvents !== undefined && { debuggerStreamEvents }),
+        ...(processing !== undefined && { processing: { ...processing, cpuMicrosPerMessage: cpuPerMessage(comparison.switchyard, processing) } }),
       };
     },
   };
+}
+
+/**
+ * Server CPU per acknowledged message, all threads: the measured phases
+ * plus the drain of what they left unprocessed (a 200 is not yet a message).
+ */
+function cpuPerMessage(side: Comparison['switchyard'], processing: ProcessingAtEnd): number | undefined {
+  if (side.serverCpuPercent === undefined || processing.drainCpuSec === undefined) return undefined;
+  const messages = side.messagesPerSec * side.measuredSec;
+  if (messages <= 0) return undefined;
+  return Math.round(((side.serverCpuPercent / 100) * side.measuredSec + processing.drainCpuSec) * 1e6 / messages);
 }
 
 /**

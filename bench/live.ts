@@ -22,6 +22,7 @@ import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-typ
 import { spawnManaged } from './lib/children.js';
 import { freePort } from './lib/free-port.js';
 import { type LoadResult, runLoad } from './lib/http-load.js';
+import { readProcessing } from './lib/processing-backlog.js';
 import { type Target, waitHealthy, watchChild } from './lib/target.js';
 
 const RECEIVER_SCRIPT = fileURLToPath(new URL('./lib/live-receiver.js', import.meta.url));
@@ -39,6 +40,8 @@ interface SideResult {
   readonly allDelivered: boolean;
   /** CPU of all threads of the server process, load and drain, per acknowledged message. */
   readonly cpuMicrosPerMessage: number;
+  /** Acknowledged messages not yet processed into messages when the load ended, and the oldest one's wait (Switchyard only). */
+  readonly processingAtEnd?: { readonly unprocessed: number; readonly lagSec: number } | undefined;
   /** Longest event-loop delay of the ingest thread during the load (Switchyard only). */
   readonly ingestLoopMaxBlockMs?: number | undefined;
 }
@@ -61,6 +64,14 @@ async function loopMaxMs(target: Target): Promise<number | undefined> {
   const text = await (await fetch(`${target.url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
   const value = /^switchyard_nodejs_eventloop_lag_max_seconds\s+([\d.e+-]+)$/m.exec(text)?.[1];
   return value === undefined ? undefined : Number(value) * 1000;
+}
+
+async function processingNearEnd(server: Target): Promise<{ unprocessed: number; lagSec: number } | undefined> {
+  const first = await readProcessing(server);
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const second = await readProcessing(server);
+  if (first === undefined || second === undefined) return first ?? second;
+  return { unprocessed: Math.max(first.unprocessed, second.unprocessed), lagSec: Math.max(first.lagSec, second.lagSec) };
 }
 
 async function waitDelivered(receiver: Target, expected: number): Promise<boolean> {
@@ -117,6 +128,8 @@ async function measure(context: BenchContext, label: string, workers: string | u
     const load = await runLoad({ ...spec, durationSec: options.durationSec });
     const loadEnd = Date.now();
     const ingestLoopMaxBlockMs = workers === undefined ? undefined : await loopMaxMs(server);
+    // Ingest reads the backlog every 200 ms: one reading now, one surely from after the load's end; the larger counts.
+    const processingAtEnd = workers === undefined ? undefined : await processingNearEnd(server);
     const acknowledged = load.requests - load.non2xx;
     const allDelivered = await waitDelivered(receiver, before + acknowledged);
     const deliveryLagMs = Date.now() - loadEnd;
@@ -124,7 +137,8 @@ async function measure(context: BenchContext, label: string, workers: string | u
     const failure = server.failure();
     if (failure !== undefined) throw new Error(`${label}: ${failure}`);
     context.log(`${label}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, lag ${deliveryLagMs} ms (${load.generator})`);
-    return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged), ingestLoopMaxBlockMs };
+    if (processingAtEnd !== undefined) context.log(`${label}: ${processingAtEnd.unprocessed} acknowledged messages unprocessed at the end of the load, the oldest ${processingAtEnd.lagSec.toFixed(1)} s old`);
+    return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged), ingestLoopMaxBlockMs, processingAtEnd };
   } finally {
     await server?.stop();
     await receiver.stop();
@@ -143,6 +157,7 @@ function summary(side: SideResult): Record<string, unknown> {
     allDelivered: side.allDelivered,
     cpuMicrosPerMessage: round(side.cpuMicrosPerMessage, 0),
     ...(side.ingestLoopMaxBlockMs === undefined ? {} : { ingestLoopMaxBlockMs: round(side.ingestLoopMaxBlockMs, 1) }),
+    ...(side.processingAtEnd === undefined ? {} : { unprocessedAtEnd: side.processingAtEnd.unprocessed, processingLagAtEndSec: round(side.processingAtEnd.lagSec, 1) }),
   };
 }
 

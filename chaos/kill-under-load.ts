@@ -7,9 +7,12 @@
  * Each kill lands while every stage of the stage thread has work: delivery
  * (the load), Engage (an audience over every message, evaluated as they
  * come) and a deletion (a user's messages sent and a DELETE_ONLY request
- * made just before the kill). Afterwards every deletion must have finished
- * with nothing of its user left in the store, and Engage must have caught
- * up with every stored message.
+ * made just before the kill) and processing (a burst of batches
+ * acknowledged just before the kill, stored raw and not yet made into
+ * messages: a 200 means stored raw). Afterwards every deletion must have
+ * finished with nothing of its user left in the store, every acknowledged
+ * message must have been processed and delivered, and Engage must have
+ * caught up with every stored message.
  */
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -37,6 +40,43 @@ async function eraseSoon(url: string, authorization: string, userId: string): Pr
   }
   const created = await admin(url, 'POST', '/regulations', { regulationType: 'DELETE_ONLY', subjectType: 'USER_ID', subjectIds: [userId] }, 201);
   return String(created['id']);
+}
+
+/** Batches of a burst sent right before a kill, so that it lands while raw requests wait for processing. */
+const BURST_BATCHES = 10;
+const BURST_BATCH_SIZE = 50;
+
+/** Sends a burst of batches at once; resolves the messageIds of those acknowledged. */
+async function burst(url: string, authorization: string, kill: number): Promise<string[]> {
+  const acknowledged: string[] = [];
+  await Promise.all(
+    Array.from({ length: BURST_BATCHES }, async (_, b) => {
+      const ids = Array.from({ length: BURST_BATCH_SIZE }, (_, i) => `burst-${kill}-${b}-${i}`);
+      try {
+        const response = await fetch(`${url}/v1/batch`, {
+          method: 'POST',
+          headers: { authorization, 'content-type': 'application/json' },
+          body: JSON.stringify({ batch: ids.map((messageId) => ({ type: 'track', userId: 'burst', event: 'Burst', messageId })) }),
+          signal: AbortSignal.timeout(5000),
+        });
+        if (response.status === 200) acknowledged.push(...ids);
+        await response.arrayBuffer();
+      } catch {
+        // Not acknowledged: nothing is owed.
+      }
+    }),
+  );
+  return acknowledged;
+}
+
+/** Raw requests stored and not yet processed, read beside the (killed) server. */
+function rawPending(dataDir: string): number {
+  const db = new BetterSqlite3(path.join(dataDir, SQLITE_FILE), { readonly: true });
+  try {
+    return db.prepare('SELECT count(*) FROM raw_requests').pluck().get() as number;
+  } finally {
+    db.close();
+  }
 }
 
 /** What the store holds, read beside the running server (WAL readers never block it). */
@@ -88,23 +128,29 @@ export const killUnderLoad: Scenario = {
     sender.start();
     defer(() => sender.stop());
     const restartMs: number[] = [];
+    const burstAcknowledged: string[] = [];
+    const rawPendingAtKills: number[] = [];
     for (let kill = 1; kill <= kills; kill++) {
       await sleep(2000 + Math.random() * 2000);
       const userId = `chaos-erased-${kill}`;
       deletions.push(await eraseSoon(server.url, source.authorization, userId));
       erased.push(userId);
-      // The deletion runs within milliseconds of its request: kill during it, or just before or after.
-      await sleep(Math.random() * 50);
+      // The deletion waits for the raw requests acknowledged before it, then
+      // runs within milliseconds; the kill follows the burst's last 200 at
+      // once, so it lands while raw requests wait (mostly: processing a
+      // burst takes milliseconds), during the deletion, or just after it.
+      burstAcknowledged.push(...(await burst(server.url, source.authorization, kill)));
       await server.kill('SIGKILL');
+      rawPendingAtKills.push(rawPending(dataDir));
       const acked = sender.acknowledged.size;
       const started = Date.now();
       server = await startServer({ label: 'switchyard', dataDir, port, env: SERVER_ENV });
       restartMs.push(Date.now() - started);
-      log(`kill ${kill}/${kills}: killed with ${acked} acknowledged so far, ${receiver.seen.size} delivered; restarted in ${Date.now() - started} ms`);
+      log(`kill ${kill}/${kills}: killed with ${acked} acknowledged so far, ${receiver.seen.size} delivered, ${rawPendingAtKills.at(-1)} raw requests unprocessed; restarted in ${Date.now() - started} ms`);
     }
     await sleep(2000);
     await sender.stop();
-    const acknowledged = [...sender.acknowledged];
+    const acknowledged = [...sender.acknowledged, ...burstAcknowledged];
     log(`load stopped: ${sender.sent} sent, ${acknowledged.length} acknowledged; waiting up to ${drainTimeoutMs / 1000} s for delivery`);
     const drainStarted = Date.now();
     const drained = await waitUntil(() => receiver.missing(acknowledged).length === 0, drainTimeoutMs, 250);
@@ -149,6 +195,7 @@ export const killUnderLoad: Scenario = {
       duplicateRate: delivered === 0 ? 0 : round(duplicates / delivered, 4),
       deliveredWithoutAck: unacknowledgedDelivered,
       drainSec,
+      rawPendingAtKills,
       restartMs: { max: Math.max(...restartMs), mean: Math.round(restartMs.reduce((a, b) => a + b, 0) / restartMs.length) },
       deletions: deletions.length,
       erasedMessagesLeft: state.erasedLeft,
@@ -158,6 +205,7 @@ export const killUnderLoad: Scenario = {
     return verdictOf(
       [
         check('enough load', acknowledged.length >= kills * 300, `${acknowledged.length} acknowledged (want >= ${kills * 300})`),
+        check('a kill landed with raw requests unprocessed', rawPendingAtKills.some((n) => n > 0), `raw requests unprocessed at each kill: ${rawPendingAtKills.join(', ')}`),
         check('no acknowledged message lost', lost.length === 0, `${lost.length} of ${acknowledged.length} never reached the receiver${drained ? '' : ` within ${drainTimeoutMs / 1000} s`}`),
         check('every deletion finished', finishedDeletions, `${deletions.length} deletion request(s) made just before a kill${finishedDeletions ? ' all FINISHED' : ` not all FINISHED within ${drainTimeoutMs / 1000} s`}`),
         check('nothing of an erased user left', state.erasedLeft === 0, `${state.erasedLeft} stored message(s) of ${erased.length} erased user(s)`),

@@ -74,6 +74,27 @@ export class Metrics {
     },
   });
 
+  /** Read at scrape time; see {@link watchProcessingBacklog}. */
+  private readProcessingBacklog: () => { messages: number; lagMs: number } = () => ({ messages: 0, lagMs: 0 });
+
+  readonly unprocessedMessages: Gauge = new Gauge({
+    name: 'switchyard_ingest_unprocessed_messages',
+    help: 'Messages acknowledged (stored raw) but not yet processed into messages, every node\'s on a shared store',
+    registers: [this.registry],
+    collect: () => {
+      this.unprocessedMessages.set(this.readProcessingBacklog().messages);
+    },
+  });
+
+  readonly processingLag: Gauge = new Gauge({
+    name: 'switchyard_ingest_processing_lag_seconds',
+    help: 'How long the oldest acknowledged but unprocessed request has waited',
+    registers: [this.registry],
+    collect: () => {
+      this.processingLag.set(this.readProcessingBacklog().lagMs / 1000);
+    },
+  });
+
   /** Other threads' metrics (the stage thread's), summed into every scrape. */
   private readonly forwarded: Array<() => Promise<MetricsSnapshot>> = [];
 
@@ -97,5 +118,10 @@ export class Metrics {
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */
   watchCommitBacklog(read: () => number): void {
     this.readCommitBacklog = read;
+  }
+
+  /** The processing backlog as ingest last read it (see `ingest/processing-backlog.ts`). */
+  watchProcessingBacklog(read: () => { messages: number; lagMs: number }): void {
+    this.readProcessingBacklog = read;
   }
 }

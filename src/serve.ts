@@ -5,10 +5,10 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
 import type { Config } from './config.js';
-import { DEDUPLICATION_WINDOW_MS } from './domain/message.js';
 import { Metrics } from './metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
+import { ProcessingBacklog } from './ingest/processing-backlog.js';
 import { type BackgroundStages, startBackgroundStages } from './pipeline/background-stages.js';
 import { ThreadedStages } from './pipeline/threaded-stages.js';
 import { SuppressionList } from './regulations/suppression-list.js';
@@ -16,7 +16,6 @@ import { SourceDirectory } from './sources/source-directory.js';
 import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
-import { newMessageId } from './util/ids.js';
 
 /** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
 export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
@@ -67,6 +66,18 @@ const MAX_COMMIT_BACKLOG_BYTES = 16 * 1024 * 1024;
  * waiting per connection, far fewer.
  */
 const MAX_COMMIT_BACKLOG_REQUESTS = 2 * MAX_ENTRIES_PER_COMMIT;
+/**
+ * Admission bound on what is stored but not yet processed into messages
+ * (raw requests, see `ingest/raw-processor.ts`): past this many messages,
+ * requests get 503 `overloaded`. At the processing stage's measured rates
+ * (see docs/performance.md) about ten seconds of work, so a sustained
+ * overload is refused within seconds instead of piling up unprocessed
+ * messages without limit, while a burst that ingest takes faster than
+ * processing runs is absorbed.
+ */
+const MAX_UNPROCESSED_MESSAGES = 100_000;
+/** How often ingest reads the processing backlog from the store. */
+const UNPROCESSED_POLL_MS = 200;
 
 /**
  * Starts `serve`: the HTTP server and the background loops over one store.
@@ -95,9 +106,6 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
 async function startServing(config: Config, logger: Logger): Promise<RunningSwitchyard> {
   const store = await openStore(config, logger);
   const now = Date.now;
-  const preparing = Date.now();
-  await store.prepareIngest(now() - DEDUPLICATION_WINDOW_MS);
-  if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'ingest prepared (de-duplication index loaded)');
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 
@@ -114,7 +122,6 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   const background: { stages?: BackgroundStages } = {};
 
   const committer = new GroupCommitter(store, {
-    now,
     maxEntries: MAX_ENTRIES_PER_COMMIT,
     maxBacklog: MAX_COMMIT_BACKLOG,
     maxBacklogBytes: MAX_COMMIT_BACKLOG_BYTES,
@@ -125,12 +132,15 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     },
   });
   metrics.watchCommitBacklog(() => committer.backlog);
+  const unprocessed = new ProcessingBacklog(store, { maxMessages: MAX_UNPROCESSED_MESSAGES, pollMs: UNPROCESSED_POLL_MS, onError });
+  await unprocessed.start();
+  metrics.watchProcessingBacklog(() => ({ messages: unprocessed.messages, lagMs: unprocessed.lagMs(now()) }));
   const app = buildServer({
     logger,
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, metrics, now, newMessageId, suppressedBy: (sourceId, userId) => suppressions.regulationFor(sourceId, userId) },
+    tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now },
     browser: { directory, publicUrl: config.publicUrl },
     admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError }),
   });
@@ -158,6 +168,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     close() {
       closing ??= (async () => {
         await app.close();
+        unprocessed.stop();
         await stages.stop();
         directory.stop();
         suppressions.stop();

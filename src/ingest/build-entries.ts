@@ -30,6 +30,38 @@ export function entriesForCall(body: JsonObject, type: CallType, facts: RequestF
 }
 
 /**
+ * The checks of a batch body that refuse it as a whole (400), made by
+ * ingest before it stores the raw request: not a batch, too many elements,
+ * an element over its size limit. Returns the element count.
+ */
+export function checkBatch(body: JsonObject, bodyBytes: number): number {
+  const elements = body['batch'];
+  if (!Array.isArray(elements)) {
+    throw new ApiError('invalid_batch', 'a batch call needs a "batch" array of messages');
+  }
+  if (elements.length > LIMITS.batchElements) {
+    throw new ApiError('too_many_batch_elements', `a batch holds at most ${LIMITS.batchElements} messages, got ${elements.length}`);
+  }
+  // None can be over the limit when the whole body is under it. The limit
+  // applies to the message as stored, which adds to the element what
+  // processing fills in (messageId, timestamps, the batch's context): that
+  // margin is counted against the element here.
+  if (bodyBytes > LIMITS.batchElementBytes - STORED_MARGIN_BYTES) {
+    const shared = JSON.stringify(body['context'] ?? null).length + JSON.stringify(body['integrations'] ?? null).length + STORED_MARGIN_BYTES;
+    elements.forEach((element, index) => {
+      const text = JSON.stringify(element) ?? '';
+      if (text.length + shared > LIMITS.batchElementBytes / 3 && Buffer.byteLength(text) + shared > LIMITS.batchElementBytes) {
+        throw new ApiError('batch_element_too_large', `batch element ${index} is over ${LIMITS.batchElementBytes / 1024} KB`);
+      }
+    });
+  }
+  return elements.length;
+}
+
+/** What processing adds to a batch element besides the batch's context and integrations (ids, timestamps, library). */
+const STORED_MARGIN_BYTES = 512;
+
+/**
  * Turns a batch body into entries, one per element. The batch as a whole is
  * refused (400) only when it is not a batch at all or breaks a size limit;
  * a bad element is stored as rejected and the others go on.

@@ -1,10 +1,8 @@
-import { DEDUPLICATION_WINDOW_MS } from '../domain/message.js';
-import type { AppendResult, IngestEntry, Store } from '../store/store.js';
+import type { IngestStore, NewRawRequest } from '../store/store.js';
 
 interface Waiter {
-  readonly entries: readonly IngestEntry[];
-  readonly bytes: number;
-  readonly resolve: (results: AppendResult[]) => void;
+  readonly request: NewRawRequest;
+  readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
 }
 
@@ -17,10 +15,11 @@ export class BacklogFullError extends Error {
 }
 
 /**
- * Shares commits between concurrent requests: entries handed in while a
+ * Shares commits between concurrent requests: raw requests handed in while a
  * commit is under way (or within the same event-loop turn) go into the next
- * one, a single transaction. Each caller's promise settles when its own
- * entries are committed, so a 200 still means "stored".
+ * one, a single transaction (one row per request, `appendRawRequests`).
+ * Each caller's promise settles when its own request is committed, so a 200
+ * still means "stored"; the processing stage makes messages of it later.
  *
  * The queue is bounded (admission control): when requests arrive faster than
  * the store commits, the queue, and every request object, parsed body and
@@ -35,14 +34,13 @@ export class GroupCommitter {
   private scheduled = false;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<IngestStore, 'appendRawRequests'>,
     private readonly options: {
-      readonly now: () => number;
-      /** A commit takes at most this many entries; the rest wait for the next. */
+      /** A commit takes at most this many messages (whole requests, at least one); the rest wait for the next. */
       readonly maxEntries: number;
-      /** Entries waiting past which commit() refuses new ones. */
+      /** Messages waiting past which commit() refuses new ones. */
       readonly maxBacklog: number;
-      /** The same bound in message bytes (JSON text), for big messages. */
+      /** The same bound in body bytes (JSON text), for big messages. */
       readonly maxBacklogBytes: number;
       /** The same bound in requests, for many small ones (each holds its request and reply). */
       readonly maxBacklogRequests: number;
@@ -51,26 +49,24 @@ export class GroupCommitter {
   ) {}
 
   /**
-   * Queues the entries for the next commit. Rejects with
-   * {@link BacklogFullError}, without queuing anything, when they would take
+   * Queues the request for the next commit. Rejects with
+   * {@link BacklogFullError}, without queuing anything, when it would take
    * the backlog past its bound; an empty queue takes anything, so that no
    * request is refused for its size alone.
    */
-  commit(entries: readonly IngestEntry[]): Promise<AppendResult[]> {
-    if (entries.length === 0) return Promise.resolve([]);
-    let bytes = 0;
-    for (const entry of entries) bytes += entry.body.length;
+  commit(request: NewRawRequest): Promise<void> {
+    const bytes = request.body.length;
     if (
       this.queue.length > 0 &&
       (this.queue.length >= this.options.maxBacklogRequests ||
-        this.queuedEntries + entries.length > this.options.maxBacklog ||
+        this.queuedEntries + request.messageCount > this.options.maxBacklog ||
         this.queuedBytes + bytes > this.options.maxBacklogBytes)
     ) {
       return Promise.reject(new BacklogFullError(`the commit backlog is full (${this.queuedEntries} messages waiting)`));
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ entries, bytes, resolve, reject });
-      this.queuedEntries += entries.length;
+      this.queue.push({ request, resolve, reject });
+      this.queuedEntries += request.messageCount;
       this.queuedBytes += bytes;
       this.schedule();
     });
@@ -102,16 +98,14 @@ export class GroupCommitter {
     if (this.committing || this.queue.length === 0) return;
     this.committing = true;
     const batch = this.takeBatch();
-    const entries = batch.flatMap((w) => w.entries);
+    const requests = batch.map((w) => w.request);
     const started = performance.now();
     try {
-      const results = await this.store.appendMessages(entries, this.options.now() - DEDUPLICATION_WINDOW_MS);
-      this.options.onCommit?.(entries.length, performance.now() - started);
-      let offset = 0;
-      for (const waiter of batch) {
-        waiter.resolve(results.slice(offset, offset + waiter.entries.length));
-        offset += waiter.entries.length;
-      }
+      await this.store.appendRawRequests(requests);
+      let messages = 0;
+      for (const request of requests) messages += request.messageCount;
+      this.options.onCommit?.(messages, performance.now() - started);
+      for (const waiter of batch) waiter.resolve();
     } catch (error) {
       for (const waiter of batch) waiter.reject(error);
     } finally {
@@ -120,16 +114,16 @@ export class GroupCommitter {
     }
   }
 
-  /** Whole requests, up to maxEntries (always at least one request). */
+  /** Whole requests, up to maxEntries messages (always at least one request). */
   private takeBatch(): Waiter[] {
     let count = 0;
     let bytes = 0;
     let taken = 0;
     while (taken < this.queue.length) {
       const waiter = this.queue[taken]!;
-      if (taken > 0 && count + waiter.entries.length > this.options.maxEntries) break;
-      count += waiter.entries.length;
-      bytes += waiter.bytes;
+      if (taken > 0 && count + waiter.request.messageCount > this.options.maxEntries) break;
+      count += waiter.request.messageCount;
+      bytes += waiter.request.body.length;
       taken++;
     }
     this.queuedEntries -= count;
@@ -137,7 +131,7 @@ export class GroupCommitter {
     return this.queue.splice(0, taken);
   }
 
-  /** Entries waiting for a commit (a gauge for /metrics). */
+  /** Messages waiting for a commit (a gauge for /metrics). */
   get backlog(): number {
     return this.queuedEntries;
   }

@@ -50,15 +50,19 @@ export async function readParsedBody(raw: IncomingMessage, config: BodyConfig): 
     if (error instanceof ApiError) throw error;
     throw new ApiError('invalid_json', `the body could not be read: ${String(error)}`, { cause: error });
   }
-  return config.ignoreBody === true ? null : { value: parseJsonBody(buffer), bytes: buffer.length };
+  if (config.ignoreBody === true) return null;
+  const { value, text } = parseJsonBody(buffer);
+  return { value, text, bytes: buffer.length };
 }
 
 export interface ParsedBody {
   readonly value: JsonObject;
+  /** The JSON text as received (after decompression, without a byte order mark): what ingest stores. */
+  readonly text: string;
   readonly bytes: number;
 }
 
-function parseJsonBody(buffer: Buffer): JsonObject {
+function parseJsonBody(buffer: Buffer): { value: JsonObject; text: string } {
   let text = buffer.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   if (text.trim() === '') throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
@@ -71,5 +75,5 @@ function parseJsonBody(buffer: Buffer): JsonObject {
   if (!isJsonObject(value)) {
     throw new ApiError('body_not_object', `the body must be a JSON object, got ${Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'null' : `a ${typeof value}`}`);
   }
-  return value;
+  return { value, text };
 }

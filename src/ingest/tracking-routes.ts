@@ -1,12 +1,12 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { anonymousIdFromHeader, applyHeaderDefaults } from '../domain/browser-settings.js';
+import { anonymousIdFromHeader } from '../domain/browser-settings.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
-import type { AppendResult } from '../store/store.js';
-import { entriesForBatch, entriesForCall } from './build-entries.js';
+import { checkBatch } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
+import type { ProcessingBacklog } from './processing-backlog.js';
 import { allowAnyOrigin, answerPreflight } from './cors.js';
 import { type BodyConfig, type ParsedBody, discardRestOfBody, readParsedBody } from './tracking-body.js';
 import { BROWSER_SCHEMAS, METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
@@ -15,11 +15,12 @@ import { writeKeyFromAuthorization } from './write-key.js';
 export interface TrackingRoutesOptions {
   readonly directory: SourceDirectory;
   readonly committer: GroupCommitter;
+  /** Raw requests stored but not yet processed into messages: the second admission bound. */
+  readonly unprocessed: ProcessingBacklog;
+  /** The config version of the suppressions ingest holds (stored with each raw request; see `raw-processor.ts`). */
+  readonly suppressionsVersion: () => number;
   readonly metrics: Metrics;
   readonly now: () => number;
-  readonly newMessageId: () => string;
-  /** The suppression screen: the regulation suppressing a user on a source, or undefined (see `build-entries.ts`). */
-  readonly suppressedBy?: (sourceId: string, userId: string) => string | undefined;
 }
 
 /** Every path of a single call, long and short (browser and mobile libraries use the short ones). */
@@ -49,14 +50,17 @@ const OVERLOAD_LOG_EVERY_MS = 10_000;
  * x-www-form-urlencoded), and its errors have the Tracking API's shape.
  */
 export async function trackingRoutes(app: FastifyInstance, options: TrackingRoutesOptions): Promise<void> {
-  const { directory, committer, metrics, now, newMessageId } = options;
+  const { directory, committer, unprocessed, metrics, now } = options;
   let overloadLoggedAt = -Infinity;
   let refusedSinceLog = 0;
   const overloaded = (request: FastifyRequest, reply: FastifyReply): ApiError => {
     refusedSinceLog++;
     const at = now();
     if (at - overloadLoggedAt >= OVERLOAD_LOG_EVERY_MS) {
-      request.log.warn({ backlog: committer.backlog, refused: refusedSinceLog }, 'ingest overloaded: refusing requests with 503 until the commit backlog drains');
+      request.log.warn(
+        { backlog: committer.backlog, unprocessed: unprocessed.messages, refused: refusedSinceLog },
+        'ingest overloaded: refusing requests with 503 until the commit backlog or the processing backlog drains',
+      );
       overloadLoggedAt = at;
       refusedSinceLog = 0;
     }
@@ -66,7 +70,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   // Before the body is read and parsed: under a flood, refusing must cost
   // less than accepting, or the refusals themselves starve the event loop.
   const admit = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void => {
-    if (committer.full) done(overloaded(request, reply));
+    if (committer.full || unprocessed.full) done(overloaded(request, reply));
     else done();
   };
 
@@ -92,7 +96,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   const handle = async (request: FastifyRequest, reply: FastifyReply, type: CallType | 'batch', writeKeyInQuery = false): Promise<void> => {
     // Fastify skips the parser for a declared empty body.
     if (request.body === undefined || request.body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
-    const { value: body, bytes } = request.body as ParsedBody;
+    const { value: body, bytes, text } = request.body as ParsedBody;
     const writeKey =
       (writeKeyInQuery ? writeKeyFromQuery(request.query) : undefined) ?? writeKeyFromAuthorization(request.headers.authorization) ?? writeKeyFromBody(body);
     const source = writeKey === undefined ? undefined : directory.byWriteKey(writeKey);
@@ -100,32 +104,33 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
       const where = writeKeyInQuery ? 'in the query (?writeKey=…)' : 'as Basic auth or as "writeKey" in the body';
       throw new ApiError('invalid_write_key', writeKey === undefined ? `no write key: send it ${where}` : 'unknown write key');
     }
-    applyHeaderDefaults(body, type === 'batch' ? 'batch' : 'call', {
-      anonymousId: anonymousIdFromHeader(singleHeader(request.headers['anonymousid'])),
-      sentAt: singleHeader(request.headers['sentat']),
-    });
-    const receivedAt = now();
-    const facts = {
-      source,
-      destinations: directory.enabledDestinations(source.id),
-      webhookFilters: directory.webhookFilters(source.id),
-      receivedAt,
-      receivedAtIso: new Date(receivedAt).toISOString(),
-      ip: request.ip,
-      newMessageId,
-      suppressedBy: options.suppressedBy,
-    };
-    const entries = type === 'batch' ? entriesForBatch(body, bytes, facts) : entriesForCall(body, type, facts);
-    let results;
+    // The whole-body checks that answer 400 come before storing; every
+    // per-message rule runs after the 200, in the processing stage.
+    const messageCount = type === 'batch' ? checkBatch(body, bytes) : 1;
+    if (messageCount === 0) {
+      reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
+      return;
+    }
+    const anonymousId = anonymousIdFromHeader(singleHeader(request.headers['anonymousid']));
+    const sentAt = singleHeader(request.headers['sentat']);
     try {
-      results = await committer.commit(entries);
+      await committer.commit({
+        sourceId: source.id,
+        route: type,
+        receivedAt: now(),
+        ip: request.ip,
+        configVersion: Math.max(directory.configVersion, options.suppressionsVersion()),
+        messageCount,
+        headers: anonymousId === undefined && sentAt === undefined ? undefined : JSON.stringify({ anonymousId, sentAt }),
+        body: text,
+      });
     } catch (error) {
       if (error instanceof BacklogFullError) throw overloaded(request, reply);
       request.log.error({ err: error }, 'could not store messages');
       reply.header('retry-after', '5');
       throw new ApiError('storage_unavailable', 'the messages could not be stored; retry later', { cause: error });
     }
-    countByStatus(results, metrics);
+    unprocessed.added(messageCount);
     reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
   };
 
@@ -172,13 +177,6 @@ function writeKeyFromQuery(query: unknown): string | undefined {
 /** A header sent once; a repeated one (Node joins most with ", ") is still one string. */
 function singleHeader(value: string | string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : undefined;
-}
-
-/** One counter increment per status and request, not per message. */
-function countByStatus(results: readonly AppendResult[], metrics: Metrics): void {
-  const counts = new Map<string, number>();
-  for (const result of results) counts.set(result.status, (counts.get(result.status) ?? 0) + 1);
-  for (const [status, count] of counts) metrics.ingestMessages.inc({ status }, count);
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { type DeliverySettings, DeliveryWorker } from '../delivery/delivery-worker.js';
 import { DEDUPLICATION_WINDOW_MS } from '../domain/message.js';
 import { EngageRunner } from '../engage/engage-runner.js';
+import { RawProcessor } from '../ingest/raw-processor.js';
 import type { Metrics } from '../metrics.js';
 import { RegulationRunner } from '../regulations/regulation-runner.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
@@ -16,6 +17,8 @@ const REPLAY_POLL_MS = 2_000;
 /** Also how soon an expiring audience window is noticed without new messages. */
 const ENGAGE_POLL_MS = 1_000;
 const PRUNE_EVERY_MS = 3_600_000;
+/** Raw requests are processed on notification; this catches other nodes' and missed ones. */
+const PROCESSING_POLL_MS = 1_000;
 
 /** What the ingest side may ask of the background stages, wherever they run. */
 export interface BackgroundStages {
@@ -47,8 +50,8 @@ export function deliverySettings(config: Config): DeliverySettings {
 }
 
 /**
- * Builds and starts the stages that run after the 200: delivery, deletion
- * steps, replays, Engage (profiles, computed traits, audiences) and the pruner. Each works only from the store, so it can
+ * Builds and starts the stages that run after the 200: processing raw
+ * requests into messages, delivery, deletion steps, replays, Engage (profiles, computed traits, audiences) and the pruner. Each works only from the store, so it can
  * run on the main thread (`--workers 0`) or in the stage thread with its own
  * connection, and a crash of it loses nothing.
  */
@@ -58,10 +61,23 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
 
   const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
+  // Deletion steps wait until every raw request received before them is
+  // processed; catching up wakes them.
+  const processor = new RawProcessor({
+    store,
+    directory,
+    suppressions,
+    metrics,
+    now,
+    newMessageId,
+    pollMs: PROCESSING_POLL_MS,
+    onError,
+    onCaughtUp: () => regulations.wake(),
+  });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
   // Every stage has the same start / stop / wake shape.
-  const runners = [regulations, replays, engage];
+  const runners = [processor, regulations, replays, engage];
 
   const pruner = setInterval(() => {
     const at = now();
@@ -69,6 +85,11 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   }, PRUNE_EVERY_MS);
   pruner.unref();
 
+  // The SQLite store de-duplicates with an index in memory, built here, on
+  // the connection that stores the messages (the processing stage's).
+  const preparing = Date.now();
+  await store.prepareIngest(now() - DEDUPLICATION_WINDOW_MS);
+  if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'processing prepared (de-duplication index loaded)');
   await delivery.start();
   for (const runner of runners) runner.start();
 

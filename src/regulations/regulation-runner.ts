@@ -1,9 +1,9 @@
 import { deleteMessageBody } from '../domain/regulation.js';
-import type { ConfigStore, IngestEntry, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
+import type { ConfigStore, IngestEntry, IngestStore, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
 
 export interface RegulationRunnerOptions {
   /** The steps, and the destination each erased source's `delete` messages go to. */
-  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'>;
+  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'> & Pick<IngestStore, 'hasRawRequestsUntil'>;
   readonly now: () => number;
   readonly newMessageId: () => string;
   /** How often to look for steps left by a restart or created on another node. */
@@ -74,15 +74,26 @@ export class RegulationRunner {
   private async pass(): Promise<void> {
     const { store } = this.options;
     const failedNow = new Set<string>();
+    // Steps of requests that wait for raw requests to be processed; the processing stage wakes the runner when it catches up.
+    const waiting = new Set<string>();
     const regulations = new Map<string, RegulationDetail | undefined>();
     for (;;) {
-      const steps = (await store.listPendingRegulationSteps(STEPS_PER_QUERY + failedNow.size)).filter((s) => !failedNow.has(keyOf(s)));
+      const steps = (await store.listPendingRegulationSteps(STEPS_PER_QUERY + failedNow.size + waiting.size)).filter(
+        (s) => !failedNow.has(keyOf(s)) && !waiting.has(keyOf(s)),
+      );
       if (steps.length === 0) return;
       for (const step of steps) {
         if (this.stopped) return;
         if (!regulations.has(step.regulationId)) regulations.set(step.regulationId, await store.getRegulation(step.regulationId));
+        const regulation = regulations.get(step.regulationId);
+        // A deletion erases what was acknowledged before it was, including
+        // raw requests not yet processed into messages: it runs once they are.
+        if (regulation !== undefined && (await store.hasRawRequestsUntil(regulation.createdAt))) {
+          waiting.add(keyOf(step));
+          continue;
+        }
         try {
-          await this.runStep(step, regulations.get(step.regulationId));
+          await this.runStep(step, regulation);
           this.failures.delete(keyOf(step));
         } catch (error) {
           failedNow.add(keyOf(step));

@@ -37,6 +37,11 @@ export class SuppressionList {
     return this.snapshot.reload();
   }
 
+  /** The config version it was loaded from: ingest stores it with each raw request (see `raw-processor.ts`). */
+  get configVersion(): number {
+    return this.snapshot.version;
+  }
+
   /** The regulation suppressing `userId` on `sourceId`, or undefined. */
   regulationFor(sourceId: string, userId: string): string | undefined {
     const user = this.snapshot.current.get(userId);

@@ -42,6 +42,11 @@ export class SourceDirectory {
     return this.snapshot.reload();
   }
 
+  /** The config version it was loaded from: ingest stores it with each raw request (see `raw-processor.ts`). */
+  get configVersion(): number {
+    return this.snapshot.version;
+  }
+
   /**
    * The source whose write key this is. Looked up by the key's SHA-256, so
    * the time taken says nothing about how much of a real key a guess shares:

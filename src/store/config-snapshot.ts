@@ -31,6 +31,11 @@ export class ConfigSnapshot<T, S extends ConfigSource = ConfigSource> {
     return this.value;
   }
 
+  /** The config version the current value was built from (-1 before the first load). */
+  get version(): number {
+    return this.loadedVersion;
+  }
+
   async start(): Promise<void> {
     await this.reload();
     this.unsubscribe = this.store.subscribe((topic) => {

@@ -46,6 +46,48 @@ export interface IngestEntry {
   readonly destinations: readonly DestinationKind[];
 }
 
+/**
+ * One Tracking API request as ingest stored it before its 200: the body
+ * text as received (after decompression), with what the request said
+ * besides the body. The processing stage turns it into messages later.
+ */
+export interface NewRawRequest {
+  readonly sourceId: string;
+  /** The call type of the path, or `batch`. */
+  readonly route: string;
+  readonly receivedAt: number;
+  readonly ip: string | undefined;
+  /**
+   * The config version ingest had loaded when it took the request: the
+   * processing stage routes it with a config at least this new, so a
+   * destination or suppression answered before the request applies to it.
+   */
+  readonly configVersion: number;
+  /** Messages in it (1 for a call, the batch's length), for the backlog bound. */
+  readonly messageCount: number;
+  /** Header defaults (`AnonymousId`, `SentAt`) as JSON, or undefined when none was sent. */
+  readonly headers: string | undefined;
+  readonly body: string;
+}
+
+export interface RawRequest extends NewRawRequest {
+  readonly seq: number;
+}
+
+/** What a processing call did: raw requests processed, and the results of the messages stored for them. */
+export interface RawProcessed {
+  readonly requests: number;
+  readonly results: readonly AppendResult[];
+}
+
+/** The raw requests not processed yet. */
+export interface RawBacklog {
+  readonly requests: number;
+  readonly messages: number;
+  /** receivedAt of the oldest, or undefined when there is none. */
+  readonly oldestReceivedAt: number | undefined;
+}
+
 export interface AppendResult {
   readonly seq: number;
   readonly status: MessageStatus;

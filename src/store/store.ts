@@ -1,6 +1,6 @@
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
-import type { AppendResult, ClaimRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
 
 export type * from './records.js';
@@ -122,6 +122,32 @@ export interface IngestStore {
    * the order of `entries`.
    */
   appendMessages(entries: readonly IngestEntry[], dedupeSince: number): Promise<AppendResult[]>;
+  /**
+   * Stores raw Tracking API requests, one row each, in one commit: what
+   * ingest does before its 200 (the processing stage makes messages of them
+   * later with {@link processRawRequests}). Notifies `raw`.
+   */
+  appendRawRequests(requests: readonly NewRawRequest[]): Promise<void>;
+  /**
+   * Processes the oldest unprocessed raw requests in one commit, or nothing:
+   * takes up to `maxRequests` of them in seq order (on a multi-node store,
+   * those no other node is processing: a row is processed by one node only,
+   * e.g. `FOR UPDATE SKIP LOCKED`), fewer when their messages would pass
+   * `maxMessages` (never none), hands them to `build`, stores the entries it
+   * returns for each as {@link appendMessages} does (de-duplication, delivery
+   * jobs, traffic counts) and deletes the raw rows, all in one transaction.
+   * When `build` throws, nothing is written and the call rejects with its
+   * error. Notifies `messages`, and `deliveries` when it created any.
+   */
+  processRawRequests(
+    limits: { readonly maxRequests: number; readonly maxMessages: number },
+    build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
+    dedupeSince: number,
+  ): Promise<RawProcessed>;
+  /** How many raw requests (and messages in them) wait for processing. */
+  rawBacklog(): Promise<RawBacklog>;
+  /** Whether a raw request received at or before `at` is still unprocessed (a deletion waits for it). */
+  hasRawRequestsUntil(at: number): Promise<boolean>;
   /** The source's most recent messages, newest first. */
   listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]>;
   /**
@@ -383,7 +409,7 @@ export interface RetentionStore {
   prune(before: number, dedupeBefore: number): Promise<number>;
 }
 
-export type StoreTopic = 'deliveries' | 'config' | 'messages';
+export type StoreTopic = 'deliveries' | 'config' | 'messages' | 'raw';
 
 /**
  * What an adapter can and cannot do; tests name a capability when they skip.

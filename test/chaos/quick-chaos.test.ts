@@ -24,7 +24,13 @@ async function runQuick(scenario: Scenario, diagnostic: (message: string) => voi
   }
 }
 
-const TIMED_CHECKS = new Set(["B not slowed by A's outage"]);
+/**
+ * Reported, not asserted: a latency check, and whether one of only three
+ * kills landed while raw requests waited for processing (a race the quick
+ * variant can lose; test/ingest/raw-processing.test.ts kills with raw
+ * requests pending for certain, and `npm run chaos` asserts it over 20 kills).
+ */
+const TIMED_CHECKS = new Set(["B not slowed by A's outage", 'a kill landed with raw requests unprocessed']);
 
 describe('chaos, quick variants', () => {
   for (const scenario of [killUnderLoad, receiverOutage]) {

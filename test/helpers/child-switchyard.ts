@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TEST_ADMIN_TOKEN, eventually } from './switchyard.js';
 
 const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
@@ -71,4 +72,27 @@ export async function startChildSwitchyard(env: Record<string, string>, port?: n
       }
     },
   };
+}
+
+/**
+ * After a kill: starts `serve` again on the SQLite data folder, waits until
+ * its processing stage has made messages of every raw request left (a 200
+ * means stored raw), and stops it. Resolves how many raw requests were left
+ * unprocessed by the kill.
+ */
+export async function processLeftovers(env: Record<string, string>, dataDir: string): Promise<number> {
+  const store = SqliteStore.open({ dataDir, durability: 'process' });
+  try {
+    await store.migrate();
+    const left = (await store.rawBacklog()).requests;
+    const server = await startChildSwitchyard(env);
+    try {
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 60_000, 'the raw requests left by the kill to be processed');
+    } finally {
+      await server.kill('SIGKILL');
+    }
+    return left;
+  } finally {
+    await store.close();
+  }
 }

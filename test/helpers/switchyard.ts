@@ -17,8 +17,14 @@ export interface TestSwitchyard {
   admin(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }>;
   /** Creates a source through the admin API. */
   createSource(name?: string): Promise<{ id: string; writeKey: string }>;
-  /** POSTs JSON to the Tracking API with the write key as Basic auth. */
+  /**
+   * POSTs JSON to the Tracking API with the write key as Basic auth; after a
+   * 200, waits until the processing stage has made messages of it (a 200
+   * means stored raw; see {@link waitForProcessing}).
+   */
   send(route: string, writeKey: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  /** Waits until every request answered so far is processed into messages. */
+  processed(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -62,8 +68,12 @@ export async function startTestSwitchyard(flags: Record<string, string> = {}): P
       if (created.status !== 201) throw new Error(`creating a source: ${created.status} ${JSON.stringify(created.body)}`);
       return created.body as { id: string; writeKey: string };
     },
-    send: (route, writeKey, body, headers = {}) =>
-      request('POST', route, body, { authorization: basicAuth(writeKey), ...headers }),
+    async send(route, writeKey, body, headers = {}) {
+      const answer = await request('POST', route, body, { authorization: basicAuth(writeKey), ...headers });
+      if (answer.status === 200) await waitForProcessing(running.store);
+      return answer;
+    },
+    processed: () => waitForProcessing(running.store),
     async close() {
       await running.close();
       await rm(dataDir, { recursive: true, force: true });
@@ -74,6 +84,15 @@ export async function startTestSwitchyard(flags: Record<string, string> = {}): P
 
 export function basicAuth(writeKey: string): string {
   return `Basic ${Buffer.from(`${writeKey}:`).toString('base64')}`;
+}
+
+/**
+ * Waits until the processing stage has made messages of every raw request
+ * received up to `at` (now by default): what a test that reads a message
+ * right after its 200 must wait for, since the 200 means stored raw.
+ */
+export async function waitForProcessing(store: Pick<Store, 'hasRawRequestsUntil'>, at = Date.now(), timeoutMs = 20_000): Promise<void> {
+  await eventually(async () => ((await store.hasRawRequestsUntil(at)) ? undefined : true), timeoutMs, 'the processing of acknowledged requests');
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */

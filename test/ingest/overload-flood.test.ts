@@ -7,7 +7,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { after, describe, it } from 'node:test';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { type ChildSwitchyard, startChildSwitchyard } from '../helpers/child-switchyard.js';
+import { type ChildSwitchyard, processLeftovers, startChildSwitchyard } from '../helpers/child-switchyard.js';
 import { describePostgres, freshDatabase, query } from '../helpers/postgres.js';
 import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
 
@@ -239,6 +239,7 @@ describe('ingest under a flood of pipelined requests nobody reads', () => {
     const summary = `peak RSS ${peakRss.toFixed(0)} MB, peak backlog ${peakBacklog}, /healthz ms ${healthz.join(' ')}, 200: ${ok.size}, 503: ${refused.size}`;
     assert.deepEqual(other.slice(0, 5), [], 'only 200 and 503 answers');
 
+    await processLeftovers({ SWITCHYARD_DATA_DIR: dataDir }, dataDir);
     const store = SqliteStore.open({ dataDir, durability: 'process' });
     await store.migrate();
     try {
@@ -260,7 +261,7 @@ describe('ingest under a flood of pipelined requests nobody reads', () => {
 
 /**
  * The admission bound, proven without depending on the machine's speed: the
- * test holds a lock on `messages` so that no commit can finish, which makes
+ * test holds a lock on `raw_requests` (where ingest stores each request before its 200) so that no commit can finish, which makes
  * the backlog grow for certain (on PostgreSQL a commit waits on the network,
  * so the server keeps reading requests meanwhile), then lets it go.
  */
@@ -278,7 +279,7 @@ await describePostgres('ingest admission bound (PostgreSQL, a commit held by a t
       });
       const source = (await created.json()) as { id: string; writeKey: string };
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE messages IN EXCLUSIVE MODE');
+      await locker.query('LOCK TABLE raw_requests IN EXCLUSIVE MODE');
       // 60 batches of 2,500: the bound admits 8,000 waiting messages, so while
       // no commit can finish, some of these must be refused.
       const answers: { status: number; retryAfter: string | null; body: { code?: string } }[] = [];
@@ -294,6 +295,11 @@ await describePostgres('ingest admission bound (PostgreSQL, a commit held by a t
       const refused = answers.filter((a) => a.status === 503);
       assert.deepEqual([...new Set(answers.map((a) => a.status))].sort(), [200, 503]);
       assert.ok(refused.every((a) => a.body.code === 'overloaded' && a.retryAfter === '1'));
+      // A 200 means stored raw: wait until the processing stage has made messages of every one.
+      await eventually(async () => {
+        const [left] = await query<{ n: string }>(database.url, 'SELECT count(*) AS n FROM raw_requests');
+        return Number(left!.n) === 0 ? true : undefined;
+      }, 60_000, 'the processing of every acknowledged batch');
       const [row] = await query<{ n: string }>(database.url, 'SELECT count(*) AS n FROM messages WHERE source_id = $1', [source.id]);
       assert.equal(Number(row!.n), (answers.length - refused.length) * 2_500, 'every 200 stored, nothing of a 503');
     } finally {

@@ -16,7 +16,12 @@ describe('Tracking API', () => {
   });
 
   const stored = async (sourceId = source.id, limit = 10) => sy.store.listRecentMessages(sourceId, limit);
-  const raw = (route: string, init: RequestInit) => fetch(sy.url + route, { method: 'POST', ...init });
+  /** A POST as the client sends it; after a 200, waits until it is processed into messages. */
+  const raw = async (route: string, init: RequestInit): Promise<Response> => {
+    const response = await fetch(sy.url + route, { method: 'POST', ...init });
+    if (response.status === 200) await sy.processed();
+    return response;
+  };
 
   it('accepts every call on its long and short path, typed by the path', async () => {
     const paths: Array<[string, string, object]> = [

@@ -145,6 +145,36 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       assert.equal((await store.listDeliveries({ sourceId: source.id, limit: 10 })).length, 2);
     });
 
+    it('stores raw requests, then processes the oldest in one commit with their messages, up to the limits but never none', async () => {
+      const source = await newSource();
+      const raw = (n: number, messageCount = 1) => ({
+        sourceId: source.id, route: 'track', receivedAt: T0 + n, ip: undefined, configVersion: 1, messageCount, headers: undefined, body: JSON.stringify({ n }),
+      });
+      await store.appendRawRequests([raw(1, 3), raw(2), raw(3)]);
+      assert.deepEqual(await store.rawBacklog(), { requests: 3, messages: 5, oldestReceivedAt: T0 + 1 });
+      assert.equal(await store.hasRawRequestsUntil(T0), false);
+      assert.equal(await store.hasRawRequestsUntil(T0 + 1), true);
+
+      // A build that throws writes nothing.
+      await assert.rejects(store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, () => { throw new Error('no'); }, 0), /no/);
+      assert.equal((await store.rawBacklog()).requests, 3);
+
+      // The first request alone is over maxMessages: taken anyway, alone.
+      const seen: number[][] = [];
+      const build = (rows: readonly { body: string; receivedAt: number }[]) => {
+        seen.push(rows.map((row) => (JSON.parse(row.body) as { n: number }).n));
+        return rows.map((row) => [entry(source.id, { receivedAt: row.receivedAt, body: row.body })]);
+      };
+      const first = await store.processRawRequests({ maxRequests: 10, maxMessages: 2 }, build, 0);
+      assert.deepEqual([first.requests, first.results.length, first.results[0]?.status], [1, 1, 'accepted']);
+      const rest = await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0);
+      assert.equal(rest.requests, 2);
+      assert.deepEqual(seen, [[1], [2, 3]], 'in seq order, each once');
+      assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 0);
+      assert.deepEqual(await store.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });
+      assert.equal((await store.listRecentMessages(source.id, 10)).length, 3);
+    });
+
     it('leases due deliveries, and gives them out again once the lease expires', async () => {
       const source = await newSource();
       await store.appendMessages([entry(source.id, { receivedAt: T0 }), entry(source.id, { receivedAt: T0 })], 0);

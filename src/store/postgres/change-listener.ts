@@ -12,6 +12,7 @@ export const CHANNELS: Readonly<Record<StoreTopic, string>> = {
   deliveries: 'switchyard_deliveries',
   config: 'switchyard_config',
   messages: 'switchyard_messages',
+  raw: 'switchyard_raw',
 };
 
 const TOPIC_OF_CHANNEL = new Map<string, StoreTopic>(

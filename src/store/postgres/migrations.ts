@@ -234,6 +234,25 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (minute, metric, status, shard)
   );
   `,
+  // 7: reserved (taken by another branch; renumbered at merge)
+  `SELECT 1`,
+  // 8: raw Tracking API requests, stored before the 200 and made into
+  // messages by the processing stage of one node (FOR UPDATE SKIP LOCKED),
+  // which deletes each row in the transaction that stores its messages.
+  `
+  CREATE TABLE raw_requests (
+    seq            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source_id      text NOT NULL,
+    route          text NOT NULL,
+    received_at    bigint NOT NULL,
+    ip             text,
+    config_version bigint NOT NULL,
+    message_count  integer NOT NULL,
+    headers        text,
+    body           text NOT NULL
+  );
+  CREATE INDEX raw_requests_by_time ON raw_requests (received_at, message_count);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -13,6 +13,9 @@ import type {
   ComputationRecord,
   EngageBatch,
   ProfileRecord,
+  RawBacklog,
+  RawProcessed,
+  RawRequest,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
@@ -20,6 +23,7 @@ import type {
   DeliveryRecord,
   DestinationRecord,
   IngestEntry,
+  NewRawRequest,
   NewRegulation,
   NewReplay,
   RegulationDetail,
@@ -44,6 +48,7 @@ import * as deliveries from './delivery-queries.js';
 import * as engage from './engage-queries.js';
 import { EngageConflict } from '../engage-rows.js';
 import * as messages from './message-queries.js';
+import * as raw from './raw-queries.js';
 import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
 import * as replays from './replay-queries.js';
@@ -245,6 +250,41 @@ export class PostgresStore implements Store {
       );
       return { value: results, topics: deliveriesAdded ? ['messages', 'deliveries'] : ['messages'] };
     });
+  }
+
+  async appendRawRequests(requests: readonly NewRawRequest[]): Promise<void> {
+    if (requests.length === 0) return;
+    await this.write(async (client) => {
+      await raw.appendRawRequests(client, requests);
+      return { value: undefined, topics: ['raw'] };
+    });
+  }
+
+  async processRawRequests(
+    limits: { readonly maxRequests: number; readonly maxMessages: number },
+    build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
+    dedupeSince: number,
+  ): Promise<RawProcessed> {
+    return this.write(async (client) => {
+      const { requests, results, entries, deliveriesAdded } = await raw.processRawRequests(client, limits, build, dedupeSince);
+      if (results.length > 0) {
+        await traffic.addTraffic(
+          client,
+          'messages',
+          results.map((result, i) => ({ at: entries[i]!.receivedAt, status: result.status })),
+        );
+      }
+      const topics: StoreTopic[] = requests === 0 ? [] : deliveriesAdded ? ['messages', 'deliveries'] : ['messages'];
+      return { value: { requests, results }, topics };
+    });
+  }
+
+  async rawBacklog(): Promise<RawBacklog> {
+    return raw.rawBacklog(this.pool);
+  }
+
+  async hasRawRequestsUntil(at: number): Promise<boolean> {
+    return raw.hasRawRequestsUntil(this.pool, at);
   }
 
   async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {

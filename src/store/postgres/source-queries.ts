@@ -40,6 +40,7 @@ export async function deleteSource(client: pg.ClientBase, id: string): Promise<b
   await client.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE source_id = $1)', [id]);
   await client.query('DELETE FROM deliveries WHERE source_id = $1', [id]);
   await client.query('DELETE FROM messages WHERE source_id = $1', [id]);
+  await client.query('DELETE FROM raw_requests WHERE source_id = $1', [id]);
   await client.query('DELETE FROM dedupe_keys WHERE source_id = $1', [id]);
   await client.query('DELETE FROM replays WHERE source_id = $1', [id]);
   return true;

@@ -61,6 +61,11 @@ export class MessageQueries {
     return this.appendAll.immediate(entries, dedupeSince);
   }
 
+  /** {@link append} inside the caller's transaction (the processing of raw requests). */
+  appendInTransaction(entries: readonly IngestEntry[], dedupeSince: number): AppendResult[] {
+    return this.appendAll(entries, dedupeSince);
+  }
+
   private appendOne(entry: IngestEntry, dedupeSince: number): AppendResult {
     const { sourceId, messageId } = entry;
     if (entry.status !== 'accepted' || messageId === undefined) return { seq: this.insert(entry, entry.status), status: entry.status };

@@ -217,6 +217,25 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (minute, metric, status)
   ) WITHOUT ROWID;
   `,
+  // 7: reserved (taken by another branch; renumbered at merge)
+  `SELECT 1;`,
+  // 8: raw Tracking API requests, stored before the 200 and made into
+  // messages by the processing stage, which deletes each row in the
+  // transaction that stores its messages.
+  `
+  CREATE TABLE raw_requests (
+    seq            INTEGER PRIMARY KEY,
+    source_id      TEXT NOT NULL,
+    route          TEXT NOT NULL,
+    received_at    INTEGER NOT NULL,
+    ip             TEXT,
+    config_version INTEGER NOT NULL,
+    message_count  INTEGER NOT NULL,
+    headers        TEXT,
+    body           TEXT NOT NULL
+  );
+  CREATE INDEX raw_requests_by_time ON raw_requests (received_at, message_count);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

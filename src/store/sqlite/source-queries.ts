@@ -45,6 +45,7 @@ export function deleteSource(db: Database, id: string): boolean {
   db.prepare('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE source_id = ?)').run(id);
   db.prepare('DELETE FROM deliveries WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
+  db.prepare('DELETE FROM raw_requests WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
   return true;
 }

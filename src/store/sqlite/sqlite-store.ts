@@ -15,6 +15,9 @@ import type {
   ComputationRecord,
   EngageBatch,
   ProfileRecord,
+  RawBacklog,
+  RawProcessed,
+  RawRequest,
   ClaimedDelivery,
   DeliveryDetail,
   DeliveryFilter,
@@ -22,6 +25,7 @@ import type {
   DeliveryRecord,
   DestinationRecord,
   IngestEntry,
+  NewRawRequest,
   NewRegulation,
   NewReplay,
   RegulationDetail,
@@ -43,6 +47,7 @@ import type {
 import { DeliveryQueries } from './delivery-queries.js';
 import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
+import { RawQueries } from './raw-queries.js';
 import { TrafficQueries } from './traffic-queries.js';
 import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
@@ -84,6 +89,7 @@ export class SqliteStore implements Store {
   private replays!: ReplayQueries;
   private engage!: EngageQueries;
   private traffic!: TrafficQueries;
+  private raw!: RawQueries;
 
   /**
    * Carries change notifications between the threads of one process that
@@ -187,6 +193,7 @@ export class SqliteStore implements Store {
     // error escapes openStore's close-on-failure path).
     this.traffic = new TrafficQueries(this.db);
     this.messages = new MessageQueries(this.db, this.traffic);
+    this.raw = new RawQueries(this.db, this.messages);
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
@@ -299,6 +306,33 @@ export class SqliteStore implements Store {
     this.emit('messages');
     if (results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0)) this.emit('deliveries');
     return results;
+  }
+
+  async appendRawRequests(requests: readonly NewRawRequest[]): Promise<void> {
+    if (requests.length === 0) return;
+    await this.write(() => this.db.transaction(() => this.raw.append(requests)).immediate());
+    this.emit('raw');
+  }
+
+  async processRawRequests(
+    limits: { readonly maxRequests: number; readonly maxMessages: number },
+    build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
+    dedupeSince: number,
+  ): Promise<RawProcessed> {
+    const processed = await this.write(() => this.db.transaction(() => this.raw.process(limits, build, dedupeSince)).immediate());
+    if (processed.requests > 0) {
+      this.emit('messages');
+      if (processed.deliveriesAdded) this.emit('deliveries');
+    }
+    return { requests: processed.requests, results: processed.results };
+  }
+
+  async rawBacklog(): Promise<RawBacklog> {
+    return this.raw.backlogNow();
+  }
+
+  async hasRawRequestsUntil(at: number): Promise<boolean> {
+    return this.raw.hasUntil(at);
   }
 
   async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {

@@ -1,0 +1,171 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { type HeaderDefaults, applyHeaderDefaults } from '../domain/browser-settings.js';
+import { type CallType, DEDUPLICATION_WINDOW_MS, type JsonObject } from '../domain/message.js';
+import { ApiError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import type { AppendResult, ChangeFeed, IngestEntry, IngestStore, RawRequest } from '../store/store.js';
+import { entriesForBatch, entriesForCall } from './build-entries.js';
+
+/** What the processor needs of the suppressions (`SuppressionList`). */
+export interface SuppressionScreen {
+  regulationFor(sourceId: string, userId: string): string | undefined;
+  readonly configVersion: number;
+  reload(): Promise<void>;
+}
+
+export interface RawProcessorOptions {
+  readonly store: Pick<IngestStore, 'processRawRequests'> & ChangeFeed;
+  /** Kept at least as current as the config each raw request was taken with (see {@link RawProcessor}). */
+  readonly directory: SourceDirectory;
+  readonly suppressions: SuppressionScreen;
+  readonly metrics: Metrics;
+  readonly now: () => number;
+  readonly newMessageId: () => string;
+  /** How often to look for raw requests without a notification (other nodes', missed ones). */
+  readonly pollMs: number;
+  readonly onError: (error: unknown) => void;
+  /** Called each time processing has caught up (nothing left to take): deletion steps wait for that. */
+  readonly onCaughtUp?: () => void;
+}
+
+/**
+ * Raw requests per processing transaction, and messages: on SQLite the
+ * transaction holds the write lock, which ingest's commits wait for, so it
+ * stays short (~500 messages take a few ms).
+ */
+const LIMITS = { maxRequests: 500, maxMessages: 500 } as const;
+
+/** Thrown inside the processing transaction (which rolls it back) when a raw request needs a newer config than loaded. */
+class ConfigBehind extends Error {
+  constructor(readonly version: number) {
+    super(`config version ${version} not loaded yet`);
+  }
+}
+
+/**
+ * The processing stage: turns the raw requests ingest stored before its 200
+ * into messages, in seq order, with today's rules (`build-entries.ts`:
+ * rejected, filtered, suppressed, accepted, routing; `duplicate` decided by
+ * the store), in one transaction per batch that also deletes the raw rows,
+ * so a crash leaves each raw request either wholly processed or untouched.
+ *
+ * Routing and the suppression screen use this thread's `SourceDirectory`
+ * and `SuppressionList`, reloaded first whenever a raw request was taken
+ * with a newer config version than they hold: the admin answers a change
+ * only once ingest's copy has it, so a destination or suppression answered
+ * before a request always applies to it.
+ */
+export class RawProcessor {
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+
+  constructor(private readonly options: RawProcessorOptions) {}
+
+  start(): void {
+    this.unsubscribe = this.options.store.subscribe((topic) => {
+      if (topic === 'raw') this.wake();
+    });
+    this.timer = setInterval(() => this.wake(), this.options.pollMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  /** Processes now, or once more after the pass under way. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running !== undefined) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.drain();
+        } while (this.again && !this.stopped);
+      } catch (error) {
+        this.options.onError(error);
+      } finally {
+        this.running = undefined;
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+    await this.running;
+  }
+
+  /** Batches until none is left; yields between batches so that the loop's other work (ingest, with --workers 0) goes on. */
+  private async drain(): Promise<void> {
+    for (;;) {
+      if (this.stopped) return;
+      const processed = await this.processBatch();
+      if (processed === 0) break;
+      await nextTurn();
+    }
+    this.options.onCaughtUp?.();
+  }
+
+  private async processBatch(): Promise<number> {
+    const { store, now } = this.options;
+    for (let tries = 0; ; tries++) {
+      try {
+        const { requests, results } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
+        this.count(results);
+        return requests;
+      } catch (error) {
+        if (!(error instanceof ConfigBehind) || tries > 2) throw error;
+        await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);
+      }
+    }
+  }
+
+  /** The entries of one raw request; what ingest would have built before its 200. */
+  private entriesFor(row: RawRequest, firstTry: boolean): IngestEntry[] {
+    const { directory, suppressions } = this.options;
+    if (directory.configVersion < row.configVersion || suppressions.configVersion < row.configVersion) throw new ConfigBehind(row.configVersion);
+    const source = directory.byId(row.sourceId);
+    if (source === undefined) {
+      // Ingest's copy may hold a source created during its last load, past
+      // the version it records: reload once before taking it as deleted.
+      if (firstTry) throw new ConfigBehind(row.configVersion);
+      // Deleted since (with its messages): its raw requests go with it.
+      return [];
+    }
+    const body = JSON.parse(row.body) as JsonObject;
+    const kind = row.route === 'batch' ? 'batch' : 'call';
+    if (row.headers !== undefined) applyHeaderDefaults(body, kind, JSON.parse(row.headers) as HeaderDefaults);
+    const facts = {
+      source,
+      destinations: directory.enabledDestinations(source.id),
+      webhookFilters: directory.webhookFilters(source.id),
+      receivedAt: row.receivedAt,
+      receivedAtIso: new Date(row.receivedAt).toISOString(),
+      ip: row.ip,
+      newMessageId: this.options.newMessageId,
+      suppressedBy: (sourceId: string, userId: string) => suppressions.regulationFor(sourceId, userId),
+    };
+    try {
+      // Ingest checked the whole-body limits before its 200; bodyBytes 0 skips them here.
+      return kind === 'batch' ? entriesForBatch(body, 0, facts) : entriesForCall(body, row.route as CallType, facts);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      // Cannot happen after ingest's checks; stored as rejected rather than blocking every later request.
+      return [{ sourceId: source.id, status: 'rejected', reason: error.message, type: undefined, messageId: undefined, userId: undefined, receivedAt: row.receivedAt, body: row.body, destinations: [] }];
+    }
+  }
+
+  /** One counter increment per status and batch, not per message. */
+  private count(results: readonly AppendResult[]): void {
+    const counts = new Map<string, number>();
+    for (const result of results) counts.set(result.status, (counts.get(result.status) ?? 0) + 1);
+    for (const [status, n] of counts) this.options.metrics.ingestMessages.inc({ status }, n);
+  }
+}

@@ -1,0 +1,98 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
+import type { MessageQueries } from './message-queries.js';
+
+interface RawRow {
+  seq: number;
+  source_id: string;
+  route: string;
+  received_at: number;
+  ip: string | null;
+  config_version: number;
+  message_count: number;
+  headers: string | null;
+  body: string;
+}
+
+/** The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes. */
+export class RawQueries {
+  private readonly insertRaw: Statement<unknown[]>;
+  private readonly oldest: Statement<[number], { seq: number; message_count: number }>;
+  private readonly range: Statement<[number, number], RawRow>;
+  private readonly deleteUpTo: Statement<[number]>;
+  private readonly backlog: Statement<[], { requests: number; messages: number; oldest: number | null }>;
+  private readonly until: Statement<[number]>;
+
+  constructor(
+    private readonly db: Database,
+    private readonly messages: MessageQueries,
+  ) {
+    this.insertRaw = db.prepare(`
+      INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+    // Sizes first, bodies only of the rows taken: a batch's row is tens of KB.
+    this.oldest = db.prepare(`SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT ?`);
+    this.range = db.prepare(`SELECT * FROM raw_requests WHERE seq BETWEEN ? AND ? ORDER BY seq`);
+    this.deleteUpTo = db.prepare(`DELETE FROM raw_requests WHERE seq <= ?`);
+    this.backlog = db.prepare(`SELECT count(*) AS requests, coalesce(sum(message_count), 0) AS messages, min(received_at) AS oldest FROM raw_requests`);
+    this.until = db.prepare(`SELECT 1 FROM raw_requests WHERE received_at <= ? LIMIT 1`).pluck();
+  }
+
+  /** Call inside a transaction. */
+  append(requests: readonly NewRawRequest[]): void {
+    for (const r of requests) {
+      this.insertRaw.run(r.sourceId, r.route, r.receivedAt, r.ip ?? null, r.configVersion, r.messageCount, r.headers ?? null, r.body);
+    }
+  }
+
+  /**
+   * Call inside a transaction. The store has one processor (one node), so
+   * the oldest rows are its own and a delete up to the last one taken
+   * removes exactly them.
+   */
+  process(
+    limits: { readonly maxRequests: number; readonly maxMessages: number },
+    build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
+    dedupeSince: number,
+  ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean } {
+    let last: number | undefined;
+    let count = 0;
+    let messages = 0;
+    for (const row of this.oldest.iterate(limits.maxRequests)) {
+      if (count > 0 && messages + row.message_count > limits.maxMessages) break;
+      messages += row.message_count;
+      last = row.seq;
+      count++;
+    }
+    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false };
+    const taken = this.range.all(0, last).map(toRawRequest);
+    const entries = build(taken).flat();
+    const results = this.messages.appendInTransaction(entries, dedupeSince);
+    this.deleteUpTo.run(taken[taken.length - 1]!.seq);
+    const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
+    return { requests: taken.length, results, deliveriesAdded };
+  }
+
+  backlogNow(): RawBacklog {
+    const row = this.backlog.get()!;
+    return { requests: row.requests, messages: row.messages, oldestReceivedAt: row.oldest ?? undefined };
+  }
+
+  hasUntil(at: number): boolean {
+    return this.until.get(at) !== undefined;
+  }
+}
+
+function toRawRequest(row: RawRow): RawRequest {
+  return {
+    seq: row.seq,
+    sourceId: row.source_id,
+    route: row.route,
+    receivedAt: row.received_at,
+    ip: row.ip ?? undefined,
+    configVersion: row.config_version,
+    messageCount: row.message_count,
+    headers: row.headers ?? undefined,
+    body: row.body,
+  };
+}

@@ -1,0 +1,258 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, afterEach, beforeEach, describe, it } from 'node:test';
+import { RawProcessor } from '../../src/ingest/raw-processor.js';
+import { Metrics } from '../../src/metrics.js';
+import { RegulationRunner } from '../../src/regulations/regulation-runner.js';
+import { SuppressionList } from '../../src/regulations/suppression-list.js';
+import { SourceDirectory } from '../../src/sources/source-directory.js';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { NewRawRequest, Store } from '../../src/store/store.js';
+import { processLeftovers, startChildSwitchyard } from '../helpers/child-switchyard.js';
+import { describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { T0, addSource } from '../helpers/store-fixtures.js';
+import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
+
+/*
+ * The processing stage: raw requests that ingest stored before its 200
+ * become messages after it, each exactly once, with the config and
+ * suppressions of the moment they were acknowledged or newer, and before a
+ * deletion accepted after them runs.
+ */
+
+const HOUR = 3_600_000;
+const noError = (error: unknown): void => assert.fail(error instanceof Error ? error : new Error(String(error)));
+
+function rawCall(sourceId: string, message: object, overrides: Partial<NewRawRequest> = {}): NewRawRequest {
+  return { sourceId, route: 'track', receivedAt: T0, ip: '127.0.0.1', configVersion: 0, messageCount: 1, headers: undefined, body: JSON.stringify(message), ...overrides };
+}
+
+/** A processor on `store` with its own directory and suppressions, none of which reload by themselves (no polls). */
+async function processorOn(store: Store, extra: { onCaughtUp?: () => void } = {}) {
+  const directory = new SourceDirectory(store, { pollMs: HOUR, onError: noError });
+  const suppressions = new SuppressionList(store, { pollMs: HOUR, onError: noError });
+  await directory.start();
+  await suppressions.start();
+  const processor = new RawProcessor({
+    store,
+    directory,
+    suppressions,
+    metrics: new Metrics({ processMetrics: false }),
+    now: () => T0,
+    newMessageId: () => `generated-${Math.random()}`,
+    pollMs: HOUR,
+    onError: noError,
+    ...extra,
+  });
+  return {
+    directory,
+    suppressions,
+    processor,
+    /** Processes until caught up. */
+    async drain(): Promise<void> {
+      processor.wake();
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 10_000, 'processing');
+    },
+    async stop(): Promise<void> {
+      await processor.stop();
+      directory.stop();
+      suppressions.stop();
+    },
+  };
+}
+
+describe('processing raw requests (SQLite)', () => {
+  let store: SqliteStore;
+  beforeEach(async () => {
+    store = SqliteStore.open({ dataDir: ':memory:', durability: 'process' });
+    await store.migrate();
+    await addSource(store, 's');
+  });
+  afterEach(async () => {
+    await store.close();
+  });
+
+  it('turns raw requests into messages in order, de-duplicated, and removes them in the same commit', async () => {
+    await store.appendRawRequests([
+      rawCall('s', { userId: 'u', event: 'A', messageId: 'm1' }),
+      rawCall('s', { batch: [{ type: 'track', userId: 'u', event: 'B', messageId: 'm2' }, { type: 'track', userId: 'u', event: 'C', messageId: 'm1' }, { type: 'track' }] }, { route: 'batch', messageCount: 3 }),
+    ]);
+    assert.deepEqual(await store.rawBacklog(), { requests: 2, messages: 4, oldestReceivedAt: T0 });
+    const p = await processorOn(store);
+    try {
+      await p.drain();
+    } finally {
+      await p.stop();
+    }
+    const messages = (await store.listRecentMessages('s', 10)).reverse();
+    assert.deepEqual(
+      messages.map((m) => [m.messageId ?? null, m.status]),
+      [['m1', 'accepted'], ['m2', 'accepted'], ['m1', 'duplicate'], [messages[3]!.messageId ?? null, 'rejected']],
+    );
+    assert.equal(JSON.parse(messages[0]!.body).receivedAt, new Date(T0).toISOString(), 'receivedAt is the ingest time stored with the raw request');
+    assert.equal((await store.rawBacklog()).requests, 0);
+  });
+
+  it('a build that throws writes nothing: the raw requests stay for the next try', async () => {
+    await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'A' })]);
+    await assert.rejects(
+      store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, () => {
+        throw new Error('boom');
+      }, 0),
+      /boom/,
+    );
+    assert.equal((await store.rawBacklog()).requests, 1);
+    assert.equal((await store.listRecentMessages('s', 10)).length, 0);
+  });
+
+  it('screens against a suppression answered before the request, reloading an older list first', async () => {
+    const p = await processorOn(store);
+    try {
+      // The processor's list stops following the store: only the version stored with the raw request can make it reload.
+      p.suppressions.stop();
+      p.directory.stop();
+      await store.createRegulation({ id: 'reg-1', regulationType: 'SUPPRESS_ONLY', subjectIds: ['bad'], sourceIds: undefined, stepSourceIds: ['s'], createdAt: T0 });
+      const version = await store.getConfigVersion();
+      assert.ok(p.suppressions.configVersion < version, 'the processor holds an older list');
+      await store.appendRawRequests([rawCall('s', { userId: 'bad', event: 'A' }, { configVersion: version }), rawCall('s', { userId: 'good', event: 'A' }, { configVersion: version })]);
+      await p.drain();
+    } finally {
+      await p.stop();
+    }
+    const messages = (await store.listRecentMessages('s', 10)).reverse();
+    assert.deepEqual(messages.map((m) => [m.userId, m.status]), [['bad', 'suppressed'], ['good', 'accepted']]);
+  });
+
+  it('a deletion waits for raw requests acknowledged before it, then erases their messages too', async () => {
+    let regulations!: RegulationRunner;
+    const p = await processorOn(store, { onCaughtUp: () => regulations.wake() });
+    regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+    try {
+      await store.appendRawRequests([rawCall('s', { userId: 'gone', event: 'A' }, { receivedAt: T0 }), rawCall('s', { userId: 'kept', event: 'A' }, { receivedAt: T0 })]);
+      await store.createRegulation({ id: 'del-1', regulationType: 'DELETE_ONLY', subjectIds: ['gone'], sourceIds: undefined, stepSourceIds: ['s'], createdAt: T0 + 5 });
+      // Raw requests pending: the step must wait, whatever wakes it.
+      regulations.start();
+      regulations.wake();
+      await regulations.stop();
+      assert.equal((await store.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
+      regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+      p.processor.start();
+      await eventually(async () => ((await store.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
+    } finally {
+      await regulations.stop();
+      await p.stop();
+    }
+    const users = (await store.listRecentMessages('s', 10)).map((m) => m.userId);
+    assert.deepEqual(users, ['kept'], 'the message of the deleted user, processed after the deletion was accepted, is erased');
+  });
+});
+
+describe('kill -9 with raw requests not yet processed', () => {
+  const dirs: string[] = [];
+  after(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('processes every one exactly once after a restart', { timeout: 120_000 }, async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'switchyard-raw-kill-'));
+    dirs.push(dataDir);
+    const env = { SWITCHYARD_DATA_DIR: dataDir };
+    const first = await startChildSwitchyard(env);
+    let source: { id: string; writeKey: string };
+    try {
+      const created = await fetch(`${first.url}/admin/v1/sources`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'raw-kill' }),
+      });
+      source = (await created.json()) as { id: string; writeKey: string };
+      // One request through the server, so the source is known to be served.
+      const probe = await fetch(`${first.url}/v1/track`, { method: 'POST', headers: { authorization: basicAuth(source.writeKey) }, body: JSON.stringify({ userId: 'u', event: 'probe', messageId: 'probe' }) });
+      assert.equal(probe.status, 200);
+    } finally {
+      await first.kill('SIGKILL');
+    }
+    // 200 batches of 100 acknowledged and not processed, as a kill right after their 200s leaves them.
+    const store = SqliteStore.open({ dataDir, durability: 'process' });
+    await store.migrate();
+    const version = await store.getConfigVersion();
+    const batches = Array.from({ length: 200 }, (_, b) =>
+      rawCall(source.id, { batch: Array.from({ length: 100 }, (_, i) => ({ type: 'track', userId: 'u', event: 'E', messageId: `b${b}-${i}` })) }, { route: 'batch', messageCount: 100, configVersion: version }),
+    );
+    await store.appendRawRequests(batches);
+    await store.close();
+
+    // Killed while processing them, then restarted until none is left.
+    const second = await startChildSwitchyard(env);
+    const watcher = SqliteStore.open({ dataDir, durability: 'process' });
+    await watcher.migrate();
+    let leftAtKill: number;
+    try {
+      await eventually(async () => ((await watcher.listRecentMessages(source.id, 2)).length > 1 ? true : undefined), 30_000, 'processing to start');
+      await second.kill('SIGKILL');
+      leftAtKill = (await watcher.rawBacklog()).messages;
+    } finally {
+      await second.kill('SIGKILL');
+      await watcher.close();
+    }
+    assert.ok(leftAtKill > 0, 'the kill left raw requests unprocessed');
+    await processLeftovers(env, dataDir);
+
+    const check = SqliteStore.open({ dataDir, durability: 'process' });
+    await check.migrate();
+    try {
+      const messages = await check.listRecentMessages(source.id, 1_000_000);
+      const ids = new Set(messages.map((m) => m.messageId));
+      assert.equal(ids.size, 20_001, `every acknowledged message stored (${leftAtKill} were unprocessed at the kill)`);
+      assert.equal(messages.length, 20_001, 'each exactly once');
+      assert.ok(messages.every((m) => m.status === 'accepted'));
+    } finally {
+      await check.close();
+    }
+  });
+});
+
+await describePostgres('processing raw requests on several nodes (PostgreSQL)', () => {
+  it('two nodes processing at once never process one raw request twice', { timeout: 120_000 }, async () => {
+    const database = await freshDatabase();
+    const a = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+    const b = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+    try {
+      await a.migrate();
+      await b.migrate();
+      await addSource(a, 's');
+      // Single calls without messageIds: a second processing would store a second message, never a duplicate.
+      const raws = Array.from({ length: 3_000 }, (_, i) => rawCall('s', { userId: `u${i}`, event: 'E' }));
+      for (let i = 0; i < raws.length; i += 500) await a.appendRawRequests(raws.slice(i, i + 500));
+      const nodes = [await processorOn(a), await processorOn(b)];
+      const processed = [0, 0];
+      try {
+        // Both drain the same table at once, each in many small transactions.
+        const work = nodes.map(async (node, n) => {
+          const store = n === 0 ? a : b;
+          for (;;) {
+            const done = await store.processRawRequests({ maxRequests: 25, maxMessages: 25 }, (rows) => rows.map((row) => [{ sourceId: row.sourceId, status: 'accepted' as const, type: 'track', messageId: undefined, userId: (JSON.parse(row.body) as { userId: string }).userId, receivedAt: row.receivedAt, body: row.body, destinations: [] }]), 0);
+            if (done.requests === 0) return;
+            processed[n]! += done.requests;
+          }
+        });
+        await Promise.all(work);
+      } finally {
+        for (const node of nodes) await node.stop();
+      }
+      assert.equal(processed[0]! + processed[1]!, 3_000, `each raw request processed once (${processed.join(' + ')})`);
+      assert.ok(processed[0]! > 0 && processed[1]! > 0, `both nodes took part (${processed.join(' + ')})`);
+      const messages = await a.listRecentMessages('s', 10_000);
+      assert.equal(messages.length, 3_000);
+      assert.equal(new Set(messages.map((m) => m.userId)).size, 3_000);
+      assert.equal((await a.rawBacklog()).requests, 0);
+    } finally {
+      await a.close();
+      await b.close();
+      await database.drop();
+    }
+  });
+});
