@@ -1,4 +1,4 @@
-// Engage's tables: computations, profiles with their identifiers and outputs, and the evaluator's cursor and lease.
+// Engage's tables: computations, profiles with their identifiers and audience memberships, and the evaluator's cursor and lease.
 import type pg from 'pg';
 import {
   type ComputationRow,
@@ -114,10 +114,10 @@ export async function getProfiles(pool: Queryable, ids: readonly string[]): Prom
   if (ids.length === 0) return [];
   const { rows } = await pool.query<ProfileRow>(`SELECT * FROM profiles WHERE id = ANY($1::text[])`, [ids]);
   const identifiers = await identifiersOf(pool, ids);
-  const outputs = new Map<string, OutputRow[]>();
-  const outputRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
-  for (const row of outputRows.rows) outputs.set(row.profile_id, [...(outputs.get(row.profile_id) ?? []), row]);
-  return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], outputs.get(row.id) ?? []));
+  const memberships = new Map<string, OutputRow[]>();
+  const memberRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
+  for (const row of memberRows.rows) memberships.set(row.profile_id, [...(memberships.get(row.profile_id) ?? []), row]);
+  return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], memberships.get(row.id) ?? []));
 }
 
 export async function listExpiredProfileIds(pool: Queryable, now: number, limit: number): Promise<string[]> {
@@ -188,16 +188,19 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
   for (const profile of batch.profiles) {
     const recent = JSON.stringify(profile.recentSeqs);
     const next = profile.nextExpiry ?? null;
+    const traits = JSON.stringify(profile.computedTraits);
     if (profile.expectedVersion === 0) {
       const inserted = await client.query(
-        `INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at) VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT DO NOTHING`,
-        [profile.id, profile.state, recent, next, batch.at],
+        `INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at, computed_traits)
+         VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+        [profile.id, profile.state, recent, next, batch.at, traits],
       );
       if ((inserted.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} exists`);
     } else {
       const updated = await client.query(
-        `UPDATE profiles SET state = $1, version = version + 1, recent_seqs = $2, next_expiry = $3, updated_at = $4 WHERE id = $5 AND version = $6`,
-        [profile.state, recent, next, batch.at, profile.id, profile.expectedVersion],
+        `UPDATE profiles SET state = $1, version = version + 1, recent_seqs = $2, next_expiry = $3, updated_at = $4, computed_traits = $5
+         WHERE id = $6 AND version = $7`,
+        [profile.state, recent, next, batch.at, traits, profile.id, profile.expectedVersion],
       );
       if ((updated.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} changed`);
     }
@@ -208,17 +211,17 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
         [profile.identifiers, profile.id],
       );
     }
-    const removed = profile.outputChanges.filter((c) => c.value === undefined).map((c) => c.computationId);
-    const set = profile.outputChanges.filter((c) => c.value !== undefined);
-    if (removed.length > 0) {
-      await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1 AND computation_id = ANY($2::text[])`, [profile.id, removed]);
+    const left = profile.membershipChanges.filter((c) => !c.member).map((c) => c.computationId);
+    const joined = profile.membershipChanges.filter((c) => c.member).map((c) => c.computationId);
+    if (left.length > 0) {
+      await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1 AND computation_id = ANY($2::text[])`, [profile.id, left]);
     }
-    if (set.length > 0) {
+    if (joined.length > 0) {
       await client.query(
         `INSERT INTO profile_outputs (computation_id, profile_id, value, since)
-         SELECT computation_id, $1, value, $2 FROM unnest($3::text[], $4::text[]) AS o(computation_id, value)
-         ON CONFLICT (computation_id, profile_id) DO UPDATE SET value = excluded.value, since = excluded.since`,
-        [profile.id, batch.at, set.map((c) => c.computationId), set.map((c) => JSON.stringify(c.value))],
+         SELECT unnest($3::text[]), $1, 'true', $2
+         ON CONFLICT (computation_id, profile_id) DO NOTHING`,
+        [profile.id, batch.at, joined],
       );
     }
   }
