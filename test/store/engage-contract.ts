@@ -84,6 +84,9 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       const stale = batch({ profiles: [profile('p1', 7)], messages: [storeEntry('src_engage')] });
       assert.equal(await store.commitEngage(stale), false);
       assert.equal((await store.listMessagesSince(0, 10)).length, 2);
+      const mixed = batch({ profiles: [profile('p9', 0, { identifiers: ['user_id:u9'], membershipChanges: [{ computationId: 'aud_1', member: true }] }), profile('p1', 7)] });
+      assert.equal(await store.commitEngage(mixed), false, 'one stale profile refuses the whole batch');
+      assert.deepEqual([await store.getProfiles(['p9']), Object.fromEntries(await store.findProfileIds(['user_id:u9']))], [[], {}]);
 
       assert.deepEqual(Object.fromEntries(await store.findProfileIds(['user_id:u1', 'user_id:nobody'])), { 'user_id:u1': 'p1' });
       assert.deepEqual(await store.listExpiredProfileIds(T0 + 10, 10), ['p1']);
