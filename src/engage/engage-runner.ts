@@ -101,7 +101,7 @@ const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'a
  *
  * One node at a time does it (it holds the Engage lease in the store); each
  * page of messages, backfill page or expiry round is one commit carrying the
- * profiles' states, their output rows, the identify messages with their
+ * profiles' states and outputs, the identify messages with their
  * deliveries and the cursor, so a crash or restart resumes from the cursor
  * with nothing missed and nothing applied twice. Every profile write is
  * checked against the version it was read at, so if a lease changes hands

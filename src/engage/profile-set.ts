@@ -37,9 +37,9 @@ export interface WorkingProfile {
 export interface Definitions {
   readonly model: EngageModel;
   readonly byId: ReadonlyMap<string, ComputationRecord>;
-  /** Outputs of a profile with no events and no traits: what a missing output row stands for. */
+  /** Outputs of a profile with no events and no traits: what a missing stored output stands for. */
   readonly baseline: Outputs;
-  /** What a profile without output rows was last sent: the baseline, but in no audience. */
+  /** What a profile without stored outputs was last sent: the baseline, but in no audience. */
   readonly unsent: Outputs;
   /** Enabled Webhooks destinations by source id. */
   readonly webhookSources: ReadonlySet<string>;
@@ -65,14 +65,14 @@ function rowValue(computation: ComputationRecord | undefined, value: unknown): u
 /** `resend`: it merged or gained a user id, so its memberships and values go again. */
 export type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
 
-/** What a profile with no output rows was last sent: the baseline, but in no audience. */
+/** What a profile with no stored outputs was last sent: the baseline, but in no audience. */
 export function unsentOutputs(baseline: Outputs, byId: ReadonlyMap<string, ComputationRecord>): Outputs {
   const current: Outputs = { ...baseline };
   for (const [id, computation] of byId) if (computation.kind === 'audience') current[id] = false;
   return current;
 }
 
-/** The outputs last sent to a profile with these output rows (what a missing row stands for comes from `unsent`). */
+/** The outputs last sent to a profile with these stored outputs (what a missing one stands for comes from `unsent`). */
 function currentOf(definitions: Definitions, storedRows: Readonly<Record<string, unknown>>): Outputs {
   const current: Outputs = { ...definitions.unsent };
   for (const id of Object.keys(storedRows)) {
