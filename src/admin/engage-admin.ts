@@ -145,7 +145,7 @@ export class EngageAdmin {
     const computedTraits: Record<string, unknown> = {};
     const audiences: string[] = [];
     for (const computation of computations) {
-      const value = computation.id in outputs ? outputs[computation.id] : record.outputs[computation.id]?.value;
+      const value = computation.id in outputs ? outputs[computation.id] : record.outputs[computation.id];
       if (computation.kind === 'audience') {
         if (value === true) audiences.push(computation.key);
       } else if (value !== undefined) {

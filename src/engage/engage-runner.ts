@@ -73,8 +73,14 @@ const MIN_REST_MS = 50;
 const SATURATED_BELOW = 0.04;
 /** … and above which it no longer is. */
 const UNSATURATED_ABOVE = 0.1;
-/** Saturated passes in a row after which it is saturated for good (not a burst). */
-const SATURATED_PASSES = 3;
+/**
+ * How long the thread must stay never idle, pass after pass, before it counts
+ * as saturated for good (not a burst). Measured in time, not passes: a pass
+ * and its rest can be 60 ms, and a checkpoint or a warming-up process fills
+ * a few of those, after which a fifth of the thread left Engage seconds
+ * behind at 1,000 messages/s.
+ */
+const SATURATED_AFTER_MS = 1_000;
 /** Rest ÷ work while the thread is saturated: Engage then takes at most a fifth of it. */
 const SATURATED_REST_FACTOR = 4;
 /**
@@ -95,7 +101,7 @@ const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'a
  *
  * One node at a time does it (it holds the Engage lease in the store); each
  * page of messages, backfill page or expiry round is one commit carrying the
- * profiles' states, their output rows, the identify messages with their
+ * profiles' states and outputs, the identify messages with their
  * deliveries and the cursor, so a crash or restart resumes from the cursor
  * with nothing missed and nothing applied twice. Every profile write is
  * checked against the version it was read at, so if a lease changes hands
@@ -118,8 +124,8 @@ export class EngageRunner {
   private leaseUntil = 0;
   /** Whether the last stream page read was full (more was waiting). */
   private behind = false;
-  /** Passes in a row over which (with their rests) the thread was never idle (see `wake`). */
-  private saturatedPasses = 0;
+  /** Since when every pass, with its rest, found the thread never idle (see `wake`); undefined: the last one did not. */
+  private busySince: number | undefined;
   /** Only right while this node holds the lease without a break and its commits succeed. */
   private readonly cache = new ProfileCache(CACHE_BYTES);
 
@@ -170,20 +176,24 @@ export class EngageRunner {
           // as it worked (at least MIN_REST_MS): at most half of its thread.
           // When the thread was never idle over a pass and its rest, the
           // thread is saturated (ingest, delivery and Engage share it on one
-          // core) several times in a row: Engage then rests four times as long
+          // core) pass after pass for a second: Engage then rests four times as long
           // and takes at most a fifth, falling behind while ingest is saturated
           // and catching up after. (Whether the other work filled the rest
           // says nothing: it does what waited during the pass then.)
           if (worked) {
-            const saturated = this.saturatedPasses >= SATURATED_PASSES;
+            const saturated = this.busySince !== undefined && started - this.busySince >= SATURATED_AFTER_MS;
             const factor = saturated ? SATURATED_REST_FACTOR : 1;
             // Behind, there is no need to wait for messages to gather.
             const least = this.behind ? 0 : MIN_REST_MS;
             await sleep(Math.min(MAX_REST_MS, Math.max(least, (performance.now() - started) * factor)));
             const idle = 1 - performance.eventLoopUtilization(before).utilization;
-            if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.saturatedPasses++;
-            else this.saturatedPasses = 0;
-          } else await nextTurn();
+            if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.busySince ??= started;
+            else this.busySince = undefined;
+          } else {
+            // Caught up: whatever kept the thread busy did not keep Engage behind.
+            this.busySince = undefined;
+            await nextTurn();
+          }
         } while ((this.again || worked) && !this.stopped);
       } catch (error) {
         // A page may have changed cached states in place and not committed them.

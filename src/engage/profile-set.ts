@@ -23,7 +23,7 @@ export interface WorkingProfile {
   readonly identifiers: Set<string>;
   /** Those already stored for it (not written again). */
   readonly storedIdentifiers: ReadonlySet<string>;
-  /** Output rows as stored when loaded, by computation id. */
+  /** Outputs as stored when loaded, by computation id: audience memberships (true) and computed trait values. */
   readonly storedRows: Readonly<Record<string, unknown>>;
   /** The outputs last synced (or stored), to diff the next evaluation against. */
   current: Outputs;
@@ -37,9 +37,9 @@ export interface WorkingProfile {
 export interface Definitions {
   readonly model: EngageModel;
   readonly byId: ReadonlyMap<string, ComputationRecord>;
-  /** Outputs of a profile with no events and no traits: what a missing output row stands for. */
+  /** Outputs of a profile with no events and no traits: what a missing stored output stands for. */
   readonly baseline: Outputs;
-  /** What a profile without output rows was last sent: the baseline, but in no audience. */
+  /** What a profile without stored outputs was last sent: the baseline, but in no audience. */
   readonly unsent: Outputs;
   /** Enabled Webhooks destinations by source id. */
   readonly webhookSources: ReadonlySet<string>;
@@ -62,24 +62,17 @@ function rowValue(computation: ComputationRecord | undefined, value: unknown): u
   return value === undefined || value === null ? undefined : value;
 }
 
-function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  // Scalars that are not identical differ (the usual case: a count moved on).
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
 /** `resend`: it merged or gained a user id, so its memberships and values go again. */
 export type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
 
-/** What a profile with no output rows was last sent: the baseline, but in no audience. */
+/** What a profile with no stored outputs was last sent: the baseline, but in no audience. */
 export function unsentOutputs(baseline: Outputs, byId: ReadonlyMap<string, ComputationRecord>): Outputs {
   const current: Outputs = { ...baseline };
   for (const [id, computation] of byId) if (computation.kind === 'audience') current[id] = false;
   return current;
 }
 
-/** The outputs last sent to a profile with these output rows (what a missing row stands for comes from `unsent`). */
+/** The outputs last sent to a profile with these stored outputs (what a missing one stands for comes from `unsent`). */
 function currentOf(definitions: Definitions, storedRows: Readonly<Record<string, unknown>>): Outputs {
   const current: Outputs = { ...definitions.unsent };
   for (const id of Object.keys(storedRows)) {
@@ -142,8 +135,7 @@ export class ProfileSet {
   }
 
   private add(record: ProfileRecord): Working {
-    const storedRows: Record<string, unknown> = {};
-    for (const [id, output] of Object.entries(record.outputs)) storedRows[id] = output.value;
+    const storedRows: Record<string, unknown> = { ...record.outputs };
     return this.adopt(record, JSON.parse(record.state) as ProfileState, record.state.length, storedRows, currentOf(this.definitions, storedRows));
   }
 
@@ -256,23 +248,30 @@ export class ProfileSet {
     this.forget(profile);
   }
 
-  /** The commit's profile part; `withOutputs` false leaves output rows alone (backfill history pages). */
+  /**
+   * The commit's profile part; `withOutputs` false leaves the stored outputs
+   * as they are (backfill history pages). Audience members are rows of their
+   * own, written only when a membership changes; computed trait values go
+   * with the profile row, which is written anyway.
+   */
   toBatch(withOutputs = true): Pick<EngageBatch, 'deletedProfiles' | 'profiles'> {
     const { model, byId } = this.definitions;
     const profiles: ProfileWrite[] = [];
     for (const profile of this.profiles.values()) {
       if (!profile.dirty) continue;
       model.prune(profile.state, this.at);
-      const outputChanges: Array<{ computationId: string; value: unknown }> = [];
+      const membershipChanges: Array<{ computationId: string; member: boolean }> = [];
+      const computedTraits: Record<string, unknown> = {};
       const rows: Record<string, unknown> = { ...profile.storedRows };
-      if (withOutputs) {
-        for (const [id, computation] of byId) {
-          const row = rowValue(computation, profile.current[id]);
-          if (sameJson(row, profile.storedRows[id])) continue;
-          outputChanges.push({ computationId: id, value: row });
-          if (row === undefined) delete rows[id];
-          else rows[id] = row;
+      for (const [id, computation] of byId) {
+        const row = withOutputs ? rowValue(computation, profile.current[id]) : profile.storedRows[id];
+        if (computation.kind === 'trait') {
+          if (row !== undefined) computedTraits[id] = row;
+        } else if (row !== profile.storedRows[id]) {
+          membershipChanges.push({ computationId: id, member: row === true });
         }
+        if (row === undefined) delete rows[id];
+        else rows[id] = row;
       }
       this.writtenRows.set(profile.id, rows);
       const state = JSON.stringify(profile.state);
@@ -282,7 +281,8 @@ export class ProfileSet {
         expectedVersion: profile.expectedVersion,
         state,
         identifiers: [...profile.identifiers].filter((i) => !profile.storedIdentifiers.has(i)),
-        outputChanges,
+        membershipChanges,
+        computedTraits,
         recentSeqs: profile.recentSeqs,
         nextExpiry: model.nextExpiry(profile.state, this.at),
       });

@@ -18,7 +18,7 @@ export interface ComputationRecord {
   readonly version: number;
   readonly createdAt: number;
   readonly updatedAt: number;
-  /** Members (audience) or profiles with a value (trait); set by listings and reads. */
+  /** Members of an audience; set by listings and reads (a trait has no size: its values are kept on the profiles). */
   readonly size?: number;
 }
 
@@ -35,19 +35,18 @@ export interface ComputationMember {
   readonly since: number;
 }
 
-export interface ProfileOutput {
-  readonly value: unknown;
-  readonly since: number;
-}
-
 export interface ProfileRecord {
   readonly id: string;
   /** ProfileState as JSON text (see src/domain/engage). */
   readonly state: string;
   readonly version: number;
   readonly identifiers: readonly string[];
-  /** Stored outputs by computation id: audiences the profile is in, traits with a value. */
-  readonly outputs: Readonly<Record<string, ProfileOutput>>;
+  /**
+   * Stored outputs by computation id: `true` for the audiences the profile is
+   * in (a member row each), the value of each computed trait that has one
+   * (kept on the profile row itself).
+   */
+  readonly outputs: Readonly<Record<string, unknown>>;
   /** Seqs of its latest messages, newest first (bounded). */
   readonly recentSeqs: readonly number[];
   readonly nextExpiry: number | undefined;
@@ -61,8 +60,10 @@ export interface ProfileWrite {
   readonly state: string;
   /** Identifiers to add to the profile (moved here from any other profile); those it has stay. */
   readonly identifiers: readonly string[];
-  /** Changed outputs: a value to store, or undefined to remove the row. */
-  readonly outputChanges: ReadonlyArray<{ readonly computationId: string; readonly value: unknown }>;
+  /** Changed audience memberships: a member row to add (true) or remove (false). */
+  readonly membershipChanges: ReadonlyArray<{ readonly computationId: string; readonly member: boolean }>;
+  /** The profile's computed trait values by computation id, all of them (stored with the profile, replacing those stored). */
+  readonly computedTraits: Readonly<Record<string, unknown>>;
   readonly recentSeqs: readonly number[];
   readonly nextExpiry: number | undefined;
 }

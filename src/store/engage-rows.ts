@@ -1,9 +1,9 @@
 /**
  * Rows of the Engage tables (computations, profiles, profile_identifiers,
- * profile_outputs) as both adapters read them, and their mapping to the
+ * profile_outputs: audience members only) as both adapters read them, and their mapping to the
  * records of the Store interface.
  */
-import type { ComputationKind, ComputationRecord, ComputationStatus, ProfileOutput, ProfileRecord } from './store.js';
+import type { ComputationKind, ComputationRecord, ComputationStatus, ProfileRecord } from './store.js';
 
 export interface ComputationRow {
   id: string;
@@ -38,6 +38,8 @@ export function toComputationRecord(row: ComputationRow): ComputationRecord {
 export interface ProfileRow {
   id: string;
   state: string;
+  /** JSON object: computed trait values by computation id (migration 7). */
+  computed_traits: string;
   version: number;
   recent_seqs: string;
   next_expiry: number | null;
@@ -51,9 +53,10 @@ export interface OutputRow {
   since: number;
 }
 
-export function toProfileRecord(row: ProfileRow, identifiers: readonly string[], outputs: readonly OutputRow[]): ProfileRecord {
-  const byComputation: Record<string, ProfileOutput> = {};
-  for (const output of outputs) byComputation[output.computation_id] = { value: JSON.parse(output.value) as unknown, since: output.since };
+/** `memberships`: the profile's rows of profile_outputs (its audiences). */
+export function toProfileRecord(row: ProfileRow, identifiers: readonly string[], memberships: readonly OutputRow[]): ProfileRecord {
+  const byComputation = JSON.parse(row.computed_traits) as Record<string, unknown>;
+  for (const output of memberships) byComputation[output.computation_id] = JSON.parse(output.value) as unknown;
   return {
     id: row.id,
     state: row.state,

@@ -316,7 +316,8 @@ export interface EngageStore {
   insertComputation(computation: ComputationRecord): Promise<boolean>;
   /**
    * Computations of `kind` (all when undefined), oldest first, with their
-   * `size` unless `sizes` is false (counting members reads every output row).
+   * `size` (audiences: their members) unless `sizes` is false (counting
+   * members reads every member row).
    */
   listComputations(kind?: ComputationKind, sizes?: boolean): Promise<ComputationRecord[]>;
   getComputation(id: string): Promise<ComputationRecord | undefined>;
@@ -326,9 +327,13 @@ export interface EngageStore {
    * Resolves the computation as it is now, or undefined when absent.
    */
   updateComputation(id: string, patch: ComputationPatch, at: number): Promise<ComputationRecord | undefined>;
-  /** Deletes a computation and its outputs; resolves false when absent. */
+  /**
+   * Deletes a computation and its member rows; resolves false when absent.
+   * (A trait's values stay on the profiles until each is next written: they
+   * are read only for the computations that exist.)
+   */
   deleteComputation(id: string): Promise<boolean>;
-  /** Current members of an audience (or profiles with a value of a trait), by profile id, after `afterProfileId`. */
+  /** Current members of an audience, by profile id, after `afterProfileId` (a trait has none: its values are on the profiles). */
   listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]>;
 
   /** The profile ids of those of `identifiers` that belong to a profile. */
@@ -360,9 +365,9 @@ export interface EngageStore {
    * computation marked live is no longer at that version. A concurrent
    * commit touching the same profile waits for the first one's row lock and
    * then finds the version changed, so no update is lost. In order: deletes
-   * `deletedProfiles` (rows, identifiers, outputs), writes `profiles` (version
-   * + 1) and their identifiers (moving them from any other profile) and
-   * output changes, stores `messages` with a pending delivery to each of
+   * `deletedProfiles` (rows, identifiers, member rows), writes `profiles`
+   * (version + 1, with their computed trait values) and their identifiers
+   * (moving them from any other profile) and membership changes, stores `messages` with a pending delivery to each of
    * their destinations (no de-duplication), moves the cursor, marks
    * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
    */

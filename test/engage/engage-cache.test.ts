@@ -71,7 +71,7 @@ describe('Engage profile cache', () => {
   async function orders(userId: string): Promise<unknown> {
     const ids = await store.findProfileIds([`user_id:${userId}`]);
     const [profile] = await store.getProfiles([...ids.values()]);
-    return profile?.outputs[ORDERS]?.value;
+    return profile?.outputs[ORDERS];
   }
 
   it('loses no update when the lease moves to another node and back', async () => {

@@ -26,7 +26,8 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       expectedVersion,
       state: JSON.stringify({ id }),
       identifiers: [],
-      outputChanges: [],
+      membershipChanges: [],
+      computedTraits: {},
       recentSeqs: [],
       nextExpiry: undefined,
       ...overrides,
@@ -63,14 +64,15 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       const sync = storeEntry('src_engage', { type: 'identify', reason: 'engage:buyers' });
       const first = batch({
         cursor: { from: 0, to: appended!.seq },
-        profiles: [profile('p1', 0, { identifiers: ['user_id:u1', 'anonymous_id:a1'], outputChanges: [{ computationId: 'aud_1', value: true }], recentSeqs: [appended!.seq], nextExpiry: T0 + 10 })],
+        profiles: [profile('p1', 0, { identifiers: ['user_id:u1', 'anonymous_id:a1'], membershipChanges: [{ computationId: 'aud_1', member: true }], computedTraits: { ct_1: ['x', 2] }, recentSeqs: [appended!.seq], nextExpiry: T0 + 10 })],
         messages: [sync],
       });
       assert.equal(await store.commitEngage(first), true);
       assert.equal(await store.commitEngage(first), false, 'the cursor moved and p1 exists: nothing is written twice');
       assert.equal(await store.getEngageCursor(), appended!.seq);
       const [p1] = await store.getProfiles(['p1']);
-      assert.deepEqual([p1?.version, p1?.identifiers, p1?.outputs['aud_1']?.value, p1?.recentSeqs, p1?.nextExpiry], [1, ['anonymous_id:a1', 'user_id:u1'], true, [appended!.seq], T0 + 10]);
+      assert.deepEqual([p1?.version, p1?.identifiers, p1?.outputs, p1?.recentSeqs, p1?.nextExpiry], [1, ['anonymous_id:a1', 'user_id:u1'], { aud_1: true, ct_1: ['x', 2] }, [appended!.seq], T0 + 10]);
+      assert.deepEqual(await store.listComputationMembers('ct_1', 10), [], 'trait values are kept on the profile, not as member rows');
       const queued = await store.listDeliveries({ sourceId: 'src_engage', limit: 10 });
       assert.equal(queued.length, 2, 'the appended track and the sync each have a delivery');
       const since = await store.listMessagesSince(0, 10);
@@ -82,6 +84,9 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       const stale = batch({ profiles: [profile('p1', 7)], messages: [storeEntry('src_engage')] });
       assert.equal(await store.commitEngage(stale), false);
       assert.equal((await store.listMessagesSince(0, 10)).length, 2);
+      const mixed = batch({ profiles: [profile('p9', 0, { identifiers: ['user_id:u9'], membershipChanges: [{ computationId: 'aud_1', member: true }] }), profile('p1', 7)] });
+      assert.equal(await store.commitEngage(mixed), false, 'one stale profile refuses the whole batch');
+      assert.deepEqual([await store.getProfiles(['p9']), Object.fromEntries(await store.findProfileIds(['user_id:u9']))], [[], {}]);
 
       assert.deepEqual(Object.fromEntries(await store.findProfileIds(['user_id:u1', 'user_id:nobody'])), { 'user_id:u1': 'p1' });
       assert.deepEqual(await store.listExpiredProfileIds(T0 + 10, 10), ['p1']);
@@ -92,7 +97,7 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
     });
 
     void it('merges: deleting one profile and moving its identifiers to another in one commit', async () => {
-      assert.equal(await store.commitEngage(batch({ profiles: [profile('p2', 0, { identifiers: ['user_id:u2'], outputChanges: [{ computationId: 'aud_1', value: true }] })] })), true);
+      assert.equal(await store.commitEngage(batch({ profiles: [profile('p2', 0, { identifiers: ['user_id:u2'], membershipChanges: [{ computationId: 'aud_1', member: true }] })] })), true);
       const merged = batch({
         deletedProfiles: [{ id: 'p2', expectedVersion: 1 }],
         profiles: [profile('p1', 1, { identifiers: ['user_id:u1', 'anonymous_id:a1', 'user_id:u2'] })],
@@ -102,9 +107,10 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       assert.deepEqual((await store.getProfiles(['p1']))[0]?.identifiers, ['anonymous_id:a1', 'user_id:u1', 'user_id:u2']);
       assert.deepEqual((await store.listComputationMembers('aud_1', 10)).map((m) => m.profileId), ['p1'], "the merged profile's outputs went with it");
       assert.deepEqual(await store.listProfileIds('', 10), ['p1']);
-      const cleared = batch({ profiles: [profile('p1', 2, { outputChanges: [{ computationId: 'aud_1', value: undefined }] })] });
+      const cleared = batch({ profiles: [profile('p1', 2, { membershipChanges: [{ computationId: 'aud_1', member: false }] })] });
       assert.equal(await store.commitEngage(cleared), true);
       assert.deepEqual(await store.listComputationMembers('aud_1', 10), []);
+      assert.deepEqual((await store.getProfiles(['p1']))[0]?.outputs, {}, 'a write replaces the trait values stored with the profile');
       assert.equal(await store.deleteComputation('aud_1'), true);
       assert.equal(await store.deleteComputation('aud_1'), false);
     });

@@ -22,7 +22,8 @@ const write = (id: string, expectedVersion: number, state: string): ProfileWrite
   expectedVersion,
   state,
   identifiers: [`user_id:${id}`],
-  outputChanges: [],
+  membershipChanges: [],
+  computedTraits: {},
   recentSeqs: [],
   nextExpiry: undefined,
 });

@@ -1,4 +1,4 @@
-// Engage's tables: computations, profiles with their identifiers and outputs, and the evaluator's cursor and lease.
+// Engage's tables: computations, profiles with their identifiers and audience memberships, and the evaluator's cursor and lease.
 import type pg from 'pg';
 import {
   type ComputationRow,
@@ -114,10 +114,10 @@ export async function getProfiles(pool: Queryable, ids: readonly string[]): Prom
   if (ids.length === 0) return [];
   const { rows } = await pool.query<ProfileRow>(`SELECT * FROM profiles WHERE id = ANY($1::text[])`, [ids]);
   const identifiers = await identifiersOf(pool, ids);
-  const outputs = new Map<string, OutputRow[]>();
-  const outputRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
-  for (const row of outputRows.rows) outputs.set(row.profile_id, [...(outputs.get(row.profile_id) ?? []), row]);
-  return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], outputs.get(row.id) ?? []));
+  const memberships = new Map<string, OutputRow[]>();
+  const memberRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
+  for (const row of memberRows.rows) memberships.set(row.profile_id, [...(memberships.get(row.profile_id) ?? []), row]);
+  return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], memberships.get(row.id) ?? []));
 }
 
 export async function listExpiredProfileIds(pool: Queryable, now: number, limit: number): Promise<string[]> {
@@ -170,57 +170,82 @@ export async function releaseLease(pool: Queryable, owner: string): Promise<void
 /**
  * Writes a batch in the caller's transaction; throws EngageConflict (the
  * caller rolls back) when a condition no longer holds. Each conditional
- * UPDATE/DELETE takes the row lock first, so a concurrent writer of the same
- * profile waits for this commit and then finds the version changed.
- * Returns whether deliveries were queued.
+ * UPDATE/DELETE takes the row locks first, so a concurrent writer of the same
+ * profiles waits for this commit and then finds the versions changed (and
+ * its statement touches fewer rows than it names). The writes of all the
+ * batch's profiles go as a few statements over arrays (unnest), not a round
+ * trip per row. Returns whether deliveries were queued.
  */
 export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): Promise<boolean> {
   if (batch.cursor !== undefined) {
     const moved = await client.query(`UPDATE engage_state SET cursor_seq = $1 WHERE id = 1 AND cursor_seq = $2`, [batch.cursor.to, batch.cursor.from]);
     if ((moved.rowCount ?? 0) === 0) throw new EngageConflict('cursor moved');
   }
-  for (const gone of batch.deletedProfiles) {
-    const deleted = await client.query(`DELETE FROM profiles WHERE id = $1 AND version = $2`, [gone.id, gone.expectedVersion]);
-    if ((deleted.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${gone.id} changed`);
-    await client.query(`DELETE FROM profile_identifiers WHERE profile_id = $1`, [gone.id]);
-    await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1`, [gone.id]);
+  if (batch.deletedProfiles.length > 0) {
+    const ids = batch.deletedProfiles.map((p) => p.id);
+    const deleted = await client.query(
+      `DELETE FROM profiles p USING unnest($1::text[], $2::bigint[]) AS d(id, version) WHERE p.id = d.id AND p.version = d.version`,
+      [ids, batch.deletedProfiles.map((p) => p.expectedVersion)],
+    );
+    if ((deleted.rowCount ?? 0) !== ids.length) throw new EngageConflict('a deleted profile changed');
+    await client.query(`DELETE FROM profile_identifiers WHERE profile_id = ANY($1::text[])`, [ids]);
+    await client.query(`DELETE FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
   }
-  for (const profile of batch.profiles) {
-    const recent = JSON.stringify(profile.recentSeqs);
-    const next = profile.nextExpiry ?? null;
-    if (profile.expectedVersion === 0) {
-      const inserted = await client.query(
-        `INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at) VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT DO NOTHING`,
-        [profile.id, profile.state, recent, next, batch.at],
-      );
-      if ((inserted.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} exists`);
-    } else {
-      const updated = await client.query(
-        `UPDATE profiles SET state = $1, version = version + 1, recent_seqs = $2, next_expiry = $3, updated_at = $4 WHERE id = $5 AND version = $6`,
-        [profile.state, recent, next, batch.at, profile.id, profile.expectedVersion],
-      );
-      if ((updated.rowCount ?? 0) === 0) throw new EngageConflict(`profile ${profile.id} changed`);
-    }
-    if (profile.identifiers.length > 0) {
-      await client.query(
-        `INSERT INTO profile_identifiers (identifier, profile_id) SELECT unnest($1::text[]), $2
-         ON CONFLICT (identifier) DO UPDATE SET profile_id = excluded.profile_id`,
-        [profile.identifiers, profile.id],
-      );
-    }
-    const removed = profile.outputChanges.filter((c) => c.value === undefined).map((c) => c.computationId);
-    const set = profile.outputChanges.filter((c) => c.value !== undefined);
-    if (removed.length > 0) {
-      await client.query(`DELETE FROM profile_outputs WHERE profile_id = $1 AND computation_id = ANY($2::text[])`, [profile.id, removed]);
-    }
-    if (set.length > 0) {
-      await client.query(
-        `INSERT INTO profile_outputs (computation_id, profile_id, value, since)
-         SELECT computation_id, $1, value, $2 FROM unnest($3::text[], $4::text[]) AS o(computation_id, value)
-         ON CONFLICT (computation_id, profile_id) DO UPDATE SET value = excluded.value, since = excluded.since`,
-        [profile.id, batch.at, set.map((c) => c.computationId), set.map((c) => JSON.stringify(c.value))],
-      );
-    }
+  const created = batch.profiles.filter((p) => p.expectedVersion === 0);
+  const changed = batch.profiles.filter((p) => p.expectedVersion !== 0);
+  const columns = (profiles: typeof batch.profiles): unknown[] => [
+    profiles.map((p) => p.id),
+    profiles.map((p) => p.state),
+    profiles.map((p) => JSON.stringify(p.recentSeqs)),
+    profiles.map((p) => p.nextExpiry ?? null),
+    profiles.map((p) => JSON.stringify(p.computedTraits)),
+  ];
+  if (created.length > 0) {
+    const inserted = await client.query(
+      `INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at, computed_traits)
+       SELECT id, state, 1, recent_seqs, next_expiry, $6, computed_traits
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) AS n(id, state, recent_seqs, next_expiry, computed_traits)
+       ON CONFLICT DO NOTHING`,
+      [...columns(created), batch.at],
+    );
+    if ((inserted.rowCount ?? 0) !== created.length) throw new EngageConflict('a new profile exists');
+  }
+  if (changed.length > 0) {
+    const updated = await client.query(
+      `UPDATE profiles p SET state = u.state, version = p.version + 1, recent_seqs = u.recent_seqs, next_expiry = u.next_expiry,
+         updated_at = $7, computed_traits = u.computed_traits
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(id, state, recent_seqs, next_expiry, computed_traits, expected)
+       WHERE p.id = u.id AND p.version = u.expected`,
+      [...columns(changed), changed.map((p) => p.expectedVersion), batch.at],
+    );
+    if ((updated.rowCount ?? 0) !== changed.length) throw new EngageConflict('a profile changed');
+  }
+  // identifier → profile: one statement may not upsert a row twice, and the last write would win anyway.
+  const owners = new Map<string, string>();
+  for (const profile of batch.profiles) for (const identifier of profile.identifiers) owners.set(identifier, profile.id);
+  if (owners.size > 0) {
+    await client.query(
+      `INSERT INTO profile_identifiers (identifier, profile_id) SELECT * FROM unnest($1::text[], $2::text[])
+       ON CONFLICT (identifier) DO UPDATE SET profile_id = excluded.profile_id`,
+      [[...owners.keys()], [...owners.values()]],
+    );
+  }
+  const left = batch.profiles.flatMap((p) => p.membershipChanges.filter((c) => !c.member).map((c) => [p.id, c.computationId] as const));
+  const joined = batch.profiles.flatMap((p) => p.membershipChanges.filter((c) => c.member).map((c) => [p.id, c.computationId] as const));
+  if (left.length > 0) {
+    await client.query(
+      `DELETE FROM profile_outputs o USING unnest($1::text[], $2::text[]) AS l(profile_id, computation_id)
+       WHERE o.profile_id = l.profile_id AND o.computation_id = l.computation_id`,
+      [left.map(([id]) => id), left.map(([, computation]) => computation)],
+    );
+  }
+  if (joined.length > 0) {
+    await client.query(
+      `INSERT INTO profile_outputs (computation_id, profile_id, value, since)
+       SELECT computation_id, profile_id, 'true', $3 FROM unnest($1::text[], $2::text[]) AS j(profile_id, computation_id)
+       ON CONFLICT (computation_id, profile_id) DO NOTHING`,
+      [joined.map(([id]) => id), joined.map(([, computation]) => computation), batch.at],
+    );
   }
   const { deliveriesAdded } = await insertMessages(client, batch.messages, batch.messages.map(() => 'accepted'));
   for (const live of batch.computationsLive ?? []) {

@@ -234,9 +234,20 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (minute, metric, status, shard)
   );
   `,
-  // 7: reserved (taken by another branch; renumbered at merge)
-  `SELECT 1`,
-  // 8: raw Tracking API requests, stored before the 200 and made into
+  // 7 (schema version 6 here: SQLite's 3 has no counterpart): computed trait
+  // values move onto the profile row; profile_outputs keeps audience members
+  // only (a new profile writes one row per membership instead of one per
+  // trait value too).
+  `
+  ALTER TABLE profiles ADD COLUMN computed_traits text NOT NULL DEFAULT '{}';
+  UPDATE profiles p SET computed_traits = t.trait_values
+    FROM (SELECT o.profile_id, json_object_agg(o.computation_id, o.value::json)::text AS trait_values
+          FROM profile_outputs o JOIN computations c ON c.id = o.computation_id AND c.kind = 'trait'
+          GROUP BY o.profile_id) t
+    WHERE p.id = t.profile_id;
+  DELETE FROM profile_outputs o USING computations c WHERE c.id = o.computation_id AND c.kind = 'trait';
+  `,
+  // 8 (schema version 7 here): raw Tracking API requests, stored before the 200 and made into
   // messages by the processing stage of one node (FOR UPDATE SKIP LOCKED),
   // which deletes each row in the transaction that stores its messages.
   `
@@ -270,9 +281,10 @@ const MIGRATION_LOCK = 7_230_465_011;
  * applies each missing version and the others then find nothing to do. DDL is
  * transactional in PostgreSQL, so a failed migration leaves no half-made
  * schema behind. Throws {@link SchemaTooNewError} when a newer Switchyard has
- * migrated the database further than this one knows.
+ * migrated the database further than this one knows. `upTo`: an older
+ * version, for tests of an upgrade.
  */
-export async function migrate(pool: pg.Pool): Promise<void> {
+export async function migrate(pool: pg.Pool, upTo = SCHEMA_VERSION): Promise<void> {
   await inTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query(`
@@ -283,7 +295,7 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     const { rows } = await client.query<{ current: number }>('SELECT COALESCE(MAX(version), 0) AS current FROM schema_migrations');
     const current = rows[0]!.current;
     if (current > SCHEMA_VERSION) throw new SchemaTooNewError(current, SCHEMA_VERSION);
-    for (let version = current; version < SCHEMA_VERSION; version++) {
+    for (let version = current; version < upTo; version++) {
       await client.query(MIGRATIONS[version]!);
       await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);
     }

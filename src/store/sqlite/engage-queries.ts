@@ -21,7 +21,7 @@ import type { MessageQueries } from './message-queries.js';
 
 const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
 
-/** Engage's tables: computations, profiles with their identifiers and outputs, and the evaluator's cursor and lease. */
+/** Engage's tables: computations, profiles with their identifiers and audience memberships, and the evaluator's cursor and lease. */
 export class EngageQueries {
   private readonly commitTx: (batch: EngageBatch) => void;
   /** Prepared once each: preparing costs more than running most of these. */
@@ -119,11 +119,11 @@ export class EngageQueries {
     const list = JSON.stringify(ids);
     const rows = this.prepare(`SELECT * FROM profiles WHERE id IN (SELECT value FROM json_each(?))`).all(list) as ProfileRow[];
     const identifiers = this.identifiersOf(ids);
-    const outputs = new Map<string, OutputRow[]>();
-    const outputRows = this.prepare(`SELECT * FROM profile_outputs WHERE profile_id IN (SELECT value FROM json_each(?))`)
+    const memberships = new Map<string, OutputRow[]>();
+    const memberRows = this.prepare(`SELECT * FROM profile_outputs WHERE profile_id IN (SELECT value FROM json_each(?))`)
       .all(list) as OutputRow[];
-    for (const row of outputRows) outputs.set(row.profile_id, [...(outputs.get(row.profile_id) ?? []), row]);
-    return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], outputs.get(row.id) ?? []));
+    for (const row of memberRows) memberships.set(row.profile_id, [...(memberships.get(row.profile_id) ?? []), row]);
+    return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], memberships.get(row.id) ?? []));
   }
 
   private identifiersOf(ids: readonly string[]): Map<string, string[]> {
@@ -199,26 +199,31 @@ export class EngageQueries {
     const upsertIdentifier = this.prepare(`
       INSERT INTO profile_identifiers (identifier, profile_id) VALUES (?, ?)
       ON CONFLICT (identifier) DO UPDATE SET profile_id = excluded.profile_id`);
-    const setOutput = this.prepare(`
-      INSERT INTO profile_outputs (computation_id, profile_id, value, since) VALUES (?, ?, ?, ?)
-      ON CONFLICT (computation_id, profile_id) DO UPDATE SET value = excluded.value, since = excluded.since`);
-    const removeOutput = this.prepare(`DELETE FROM profile_outputs WHERE computation_id = ? AND profile_id = ?`);
+    const addMember = this.prepare(`
+      INSERT INTO profile_outputs (computation_id, profile_id, value, since) VALUES (?, ?, 'true', ?)
+      ON CONFLICT (computation_id, profile_id) DO NOTHING`);
+    const removeMember = this.prepare(`DELETE FROM profile_outputs WHERE computation_id = ? AND profile_id = ?`);
     for (const profile of batch.profiles) {
       const recent = JSON.stringify(profile.recentSeqs);
       const next = profile.nextExpiry ?? null;
+      const traits = JSON.stringify(profile.computedTraits);
       if (profile.expectedVersion === 0) {
-        const inserted = this.prepare(`INSERT INTO profiles (id, state, version, recent_seqs, next_expiry, updated_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT DO NOTHING`)
-          .run(profile.id, profile.state, recent, next, batch.at);
+        const inserted = this.prepare(`
+            INSERT INTO profiles (id, version, next_expiry, updated_at, recent_seqs, computed_traits, state)
+            VALUES (?, 1, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`)
+          .run(profile.id, next, batch.at, recent, traits, profile.state);
         if (inserted.changes === 0) throw new EngageConflict(`profile ${profile.id} exists`);
       } else {
-        const updated = this.prepare(`UPDATE profiles SET state = ?, version = version + 1, recent_seqs = ?, next_expiry = ?, updated_at = ? WHERE id = ? AND version = ?`)
-          .run(profile.state, recent, next, batch.at, profile.id, profile.expectedVersion);
+        const updated = this.prepare(`
+            UPDATE profiles SET version = version + 1, next_expiry = ?, updated_at = ?, recent_seqs = ?, computed_traits = ?, state = ?
+            WHERE id = ? AND version = ?`)
+          .run(next, batch.at, recent, traits, profile.state, profile.id, profile.expectedVersion);
         if (updated.changes === 0) throw new EngageConflict(`profile ${profile.id} changed`);
       }
       for (const identifier of profile.identifiers) upsertIdentifier.run(identifier, profile.id);
-      for (const change of profile.outputChanges) {
-        if (change.value === undefined) removeOutput.run(change.computationId, profile.id);
-        else setOutput.run(change.computationId, profile.id, JSON.stringify(change.value), batch.at);
+      for (const change of profile.membershipChanges) {
+        if (change.member) addMember.run(change.computationId, profile.id, batch.at);
+        else removeMember.run(change.computationId, profile.id);
       }
     }
     for (const entry of batch.messages) this.messages.insert(entry, 'accepted');

@@ -188,7 +188,8 @@ const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX profile_identifiers_by_profile ON profile_identifiers (profile_id);
 
-  -- A row per audience member and per profile with a computed trait value.
+  -- A row per audience member and per profile with a computed trait value
+  -- (since 7: audience members only).
   CREATE TABLE profile_outputs (
     computation_id TEXT NOT NULL,
     profile_id     TEXT NOT NULL,
@@ -217,8 +218,34 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (minute, metric, status)
   ) WITHOUT ROWID;
   `,
-  // 7: reserved (taken by another branch; renumbered at merge)
-  `SELECT 1;`,
+  // 7: computed trait values move onto the profile row (profile_outputs keeps
+  // audience members only), and profiles becomes a rowid table: in a WITHOUT
+  // ROWID table a row longer than about 1 KB spills into overflow pages, and
+  // a profile's state often is (a rowid table keeps up to about 4 KB of a row
+  // on its own page).
+  `
+  CREATE TABLE profiles_v7 (
+    id              TEXT PRIMARY KEY,
+    version         INTEGER NOT NULL,
+    next_expiry     INTEGER,
+    updated_at      INTEGER NOT NULL,
+    recent_seqs     TEXT NOT NULL,
+    -- JSON object: the value of each computed trait that has one, by computation id.
+    computed_traits TEXT NOT NULL,
+    state           TEXT NOT NULL
+  );
+  INSERT INTO profiles_v7 (id, version, next_expiry, updated_at, recent_seqs, computed_traits, state)
+    SELECT p.id, p.version, p.next_expiry, p.updated_at, p.recent_seqs,
+      COALESCE((SELECT json_group_object(o.computation_id, json(o.value)) FROM profile_outputs o
+                JOIN computations c ON c.id = o.computation_id AND c.kind = 'trait'
+                WHERE o.profile_id = p.id), '{}'),
+      p.state
+    FROM profiles p;
+  DROP TABLE profiles;
+  ALTER TABLE profiles_v7 RENAME TO profiles;
+  CREATE INDEX profiles_by_expiry ON profiles (next_expiry) WHERE next_expiry IS NOT NULL;
+  DELETE FROM profile_outputs WHERE computation_id IN (SELECT id FROM computations WHERE kind = 'trait');
+  `,
   // 8: raw Tracking API requests, stored before the 200 and made into
   // messages by the processing stage, which deletes each row in the
   // transaction that stores its messages.
@@ -241,18 +268,19 @@ const MIGRATIONS: readonly string[] = [
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /**
- * Brings the schema to {@link SCHEMA_VERSION}. Runs under an immediate
- * transaction, so two processes starting at once apply each version once.
+ * Brings the schema to {@link SCHEMA_VERSION} (`upTo`: an older version, for
+ * tests of an upgrade). Runs under an immediate transaction, so two
+ * processes starting at once apply each version once.
  */
-export function migrate(db: Database): void {
+export function migrate(db: Database, upTo = SCHEMA_VERSION): void {
   db.transaction(() => {
     const current = db.pragma('user_version', { simple: true }) as number;
     if (current > SCHEMA_VERSION) {
       throw new SchemaTooNewError(current, SCHEMA_VERSION);
     }
-    for (let version = current; version < SCHEMA_VERSION; version++) {
+    for (let version = current; version < upTo; version++) {
       db.exec(MIGRATIONS[version]!);
     }
-    if (current !== SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    if (current < upTo) db.pragma(`user_version = ${upTo}`);
   }).immediate();
 }
