@@ -1,3 +1,4 @@
+import { type HeaderDefaults, applyHeaderDefaults } from '../domain/browser-settings.js';
 import { type DestinationFilter, applyFilters } from '../domain/destination-filters.js';
 import type { CallType, JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
@@ -34,7 +35,7 @@ export function entriesForCall(body: JsonObject, type: CallType, facts: RequestF
  * ingest before it stores the raw request: not a batch, too many elements,
  * an element over its size limit. Returns the element count.
  */
-export function checkBatch(body: JsonObject, bodyBytes: number): number {
+export function checkBatch(body: JsonObject, bodyBytes: number, request: BatchRequestFacts): number {
   const elements = body['batch'];
   if (!Array.isArray(elements)) {
     throw new ApiError('invalid_batch', 'a batch call needs a "batch" array of messages');
@@ -45,12 +46,13 @@ export function checkBatch(body: JsonObject, bodyBytes: number): number {
   // None can be over the limit when the whole body is under it. The limit
   // applies to the message as stored, which adds to the element what
   // processing fills in (messageId, timestamps, the batch's context): that
-  // margin is counted against the element here.
+  // margin is counted against the element first, and only an element it
+  // puts over the limit is prepared as processing will to measure it exactly.
   if (bodyBytes > LIMITS.batchElementBytes - STORED_MARGIN_BYTES) {
     const shared = JSON.stringify(body['context'] ?? null).length + JSON.stringify(body['integrations'] ?? null).length + STORED_MARGIN_BYTES;
     elements.forEach((element, index) => {
       const text = JSON.stringify(element) ?? '';
-      if (text.length + shared > LIMITS.batchElementBytes / 3 && Buffer.byteLength(text) + shared > LIMITS.batchElementBytes) {
+      if (text.length + shared > LIMITS.batchElementBytes / 3 && Buffer.byteLength(text) + shared > LIMITS.batchElementBytes && storedBytes(body, element, request) > LIMITS.batchElementBytes) {
         throw new ApiError('batch_element_too_large', `batch element ${index} is over ${LIMITS.batchElementBytes / 1024} KB`);
       }
     });
@@ -58,8 +60,33 @@ export function checkBatch(body: JsonObject, bodyBytes: number): number {
   return elements.length;
 }
 
-/** What processing adds to a batch element besides the batch's context and integrations (ids, timestamps, library). */
+/** What the size of a batch element as stored depends on besides the body. */
+export interface BatchRequestFacts {
+  readonly receivedAt: number;
+  readonly ip: string | undefined;
+  readonly headers: HeaderDefaults;
+}
+
+/** What processing adds to a batch element besides the batch's context and integrations (ids, timestamps, library): at most this. */
 const STORED_MARGIN_BYTES = 512;
+
+/** As long as the ids processing generates (`randomUUID`), for measuring. */
+const GENERATED_ID_STAND_IN = '00000000-0000-0000-0000-000000000000';
+
+/** The size of one batch element as processing will store it (on copies: the body is left as parsed). */
+function storedBytes(body: JsonObject, element: unknown, request: BatchRequestFacts): number {
+  const copy = isJsonObject(element) ? { ...element } : element;
+  const alone: JsonObject = { batch: [copy] };
+  if (body['sentAt'] !== undefined) alone['sentAt'] = body['sentAt'];
+  applyHeaderDefaults(alone, 'batch', request.headers);
+  const receivedAtIso = new Date(request.receivedAt).toISOString();
+  const ctx = callContext({ receivedAt: request.receivedAt, receivedAtIso, ip: request.ip, newMessageId: () => GENERATED_ID_STAND_IN }, undefined, {
+    sentAt: parseInstant(body['sentAt']),
+    context: isJsonObject(body['context']) ? body['context'] : undefined,
+    integrations: isJsonObject(body['integrations']) ? body['integrations'] : undefined,
+  });
+  return Buffer.byteLength(JSON.stringify(prepareCall(copy, ctx).message));
+}
 
 /**
  * Turns a batch body into entries, one per element. The batch as a whole is
@@ -92,7 +119,7 @@ export function entriesForBatch(body: JsonObject, bodyBytes: number, facts: Requ
   return entries;
 }
 
-function callContext(facts: RequestFacts, pathType: CallType | undefined, batch: CallContext['batch']): CallContext {
+function callContext(facts: Pick<RequestFacts, 'receivedAt' | 'receivedAtIso' | 'ip' | 'newMessageId'>, pathType: CallType | undefined, batch: CallContext['batch']): CallContext {
   return { receivedAt: facts.receivedAt, receivedAtIso: facts.receivedAtIso, ip: facts.ip, pathType, batch, newMessageId: facts.newMessageId };
 }
 

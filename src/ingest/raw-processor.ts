@@ -139,26 +139,30 @@ export class RawProcessor {
       // Deleted since (with its messages): its raw requests go with it.
       return [];
     }
-    const body = JSON.parse(row.body) as JsonObject;
-    const kind = row.route === 'batch' ? 'batch' : 'call';
-    if (row.headers !== undefined) applyHeaderDefaults(body, kind, JSON.parse(row.headers) as HeaderDefaults);
-    const facts = {
-      source,
-      destinations: directory.enabledDestinations(source.id),
-      webhookFilters: directory.webhookFilters(source.id),
-      receivedAt: row.receivedAt,
-      receivedAtIso: new Date(row.receivedAt).toISOString(),
-      ip: row.ip,
-      newMessageId: this.options.newMessageId,
-      suppressedBy: (sourceId: string, userId: string) => suppressions.regulationFor(sourceId, userId),
-    };
     try {
+      const body = JSON.parse(row.body) as JsonObject;
+      const kind = row.route === 'batch' ? 'batch' : 'call';
+      if (row.headers !== undefined) applyHeaderDefaults(body, kind, JSON.parse(row.headers) as HeaderDefaults);
+      const facts = {
+        source,
+        destinations: directory.enabledDestinations(source.id),
+        webhookFilters: directory.webhookFilters(source.id),
+        receivedAt: row.receivedAt,
+        receivedAtIso: new Date(row.receivedAt).toISOString(),
+        ip: row.ip,
+        newMessageId: this.options.newMessageId,
+        suppressedBy: (sourceId: string, userId: string) => suppressions.regulationFor(sourceId, userId),
+      };
       // Ingest checked the whole-body limits before its 200; bodyBytes 0 skips them here.
       return kind === 'batch' ? entriesForBatch(body, 0, facts) : entriesForCall(body, row.route as CallType, facts);
     } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      // Cannot happen after ingest's checks; stored as rejected rather than blocking every later request.
-      return [{ sourceId: source.id, status: 'rejected', reason: error.message, type: undefined, messageId: undefined, userId: undefined, receivedAt: row.receivedAt, body: row.body, destinations: [] }];
+      // Building is pure, so an error would recur on every retry and block
+      // every later request (e.g. a batch context nested deep enough to
+      // overflow the stack passes ingest's checks): the request is stored as
+      // rejected, with the reason, and the failure logged.
+      const reason = (error instanceof ApiError ? error.message : `the request could not be processed: ${String(error)}`).slice(0, 500);
+      if (!(error instanceof ApiError)) this.options.onError(new Error(`raw request ${row.seq} of source ${row.sourceId} stored as rejected: ${reason}`, { cause: error }));
+      return [{ sourceId: source.id, status: 'rejected', reason, type: undefined, messageId: undefined, userId: undefined, receivedAt: row.receivedAt, body: row.body, destinations: [] }];
     }
   }
 

@@ -106,18 +106,19 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     }
     // The whole-body checks that answer 400 come before storing; every
     // per-message rule runs after the 200, in the processing stage.
-    const messageCount = type === 'batch' ? checkBatch(body, bytes) : 1;
+    const anonymousId = anonymousIdFromHeader(singleHeader(request.headers['anonymousid']));
+    const sentAt = singleHeader(request.headers['sentat']);
+    const receivedAt = now();
+    const messageCount = type === 'batch' ? checkBatch(body, bytes, { receivedAt, ip: request.ip, headers: { anonymousId, sentAt } }) : 1;
     if (messageCount === 0) {
       reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
       return;
     }
-    const anonymousId = anonymousIdFromHeader(singleHeader(request.headers['anonymousid']));
-    const sentAt = singleHeader(request.headers['sentat']);
     try {
       await committer.commit({
         sourceId: source.id,
         route: type,
-        receivedAt: now(),
+        receivedAt,
         ip: request.ip,
         configVersion: Math.max(directory.configVersion, options.suppressionsVersion()),
         messageCount,

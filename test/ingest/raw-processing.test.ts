@@ -31,7 +31,7 @@ function rawCall(sourceId: string, message: object, overrides: Partial<NewRawReq
 }
 
 /** A processor on `store` with its own directory and suppressions, none of which reload by themselves (no polls). */
-async function processorOn(store: Store, extra: { onCaughtUp?: () => void } = {}) {
+async function processorOn(store: Store, extra: { onCaughtUp?: () => void; onError?: (error: unknown) => void } = {}) {
   const directory = new SourceDirectory(store, { pollMs: HOUR, onError: noError });
   const suppressions = new SuppressionList(store, { pollMs: HOUR, onError: noError });
   await directory.start();
@@ -106,6 +106,31 @@ describe('processing raw requests (SQLite)', () => {
     );
     assert.equal((await store.rawBacklog()).requests, 1);
     assert.equal((await store.listRecentMessages('s', 10)).length, 0);
+  });
+
+  it('a raw request whose processing throws is stored as rejected with the reason, logged, and does not block the ones after it', async () => {
+    // A batch context nested a few thousand levels passes ingest's checks
+    // (parsed without recursion, under the size limits) but overflows the
+    // stack when merged into the messages: a poison row if it were retried.
+    const deep = '['.repeat(5000) + ']'.repeat(5000);
+    await store.appendRawRequests([
+      rawCall('s', { userId: 'u', event: 'before' }),
+      { ...rawCall('s', {}, { route: 'batch', messageCount: 1 }), body: `{"batch":[{"type":"track","userId":"u","event":"deep"}],"context":{"a":${deep}}}` },
+      rawCall('s', { userId: 'u', event: 'after' }),
+    ]);
+    const errors: unknown[] = [];
+    const p = await processorOn(store, { onError: (error) => errors.push(error) });
+    try {
+      await p.drain();
+    } finally {
+      await p.stop();
+    }
+    const messages = (await store.listRecentMessages('s', 10)).reverse();
+    assert.deepEqual(
+      messages.map((m) => [m.status, m.status === 'rejected' ? m.reason : JSON.parse(m.body).event]),
+      [['accepted', 'before'], ['rejected', 'the request could not be processed: RangeError: Maximum call stack size exceeded'], ['accepted', 'after']],
+    );
+    assert.equal(errors.length, 1, 'the failure is logged once');
   });
 
   it('screens against a suppression answered before the request, reloading an older list first', async () => {

@@ -137,6 +137,21 @@ describe('Tracking API', () => {
 
     const element = await sy.send('/v1/batch', source.writeKey, { batch: [{ type: 'track', userId: 'u', event: 'E', properties: { p: pad(33 * 1024) } }] });
     assert.deepEqual([element.status, element.body.code], [400, 'batch_element_too_large']);
+    // The element limit applies to the message as stored (with receivedAt
+    // and timestamp added here): exactly, not with a margin.
+    const sized = (bytes: number, messageId: string) => {
+      const element = { type: 'track', userId: 'u', event: 'E', messageId, properties: { p: '' } };
+      element.properties.p = pad(bytes - JSON.stringify(element).length);
+      return element;
+    };
+    const nearLimit = await sy.send('/v1/batch', source.writeKey, { batch: [sized(32 * 1024 - 200, 'near-limit')] });
+    assert.equal(nearLimit.status, 200, 'an element stored under 32 KB is accepted however close');
+    await sy.processed();
+    const near = (await stored()).find((m) => m.messageId === 'near-limit');
+    assert.equal(near?.status, 'accepted');
+    assert.ok(Buffer.byteLength(near.body) > 32 * 1024 - 200 && Buffer.byteLength(near.body) <= 32 * 1024);
+    const overOnceStored = await sy.send('/v1/batch', source.writeKey, { batch: [sized(32 * 1024 - 40, 'over-once-stored')] });
+    assert.deepEqual([overOnceStored.status, overOnceStored.body.code], [400, 'batch_element_too_large'], 'under 32 KB as sent, over once stored');
     const tooMany = await sy.send('/v1/batch', source.writeKey, { batch: Array.from({ length: 2501 }, () => ({})) });
     assert.deepEqual([tooMany.status, tooMany.body.code], [400, 'too_many_batch_elements']);
     const batch = await sy.send('/v1/batch', source.writeKey, { batch: Array.from({ length: 20 }, () => ({ type: 'track', userId: 'u', event: 'E', p: pad(26 * 1024) })) });
