@@ -106,7 +106,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     }
     // The whole-body checks that answer 400 come before storing; every
     // per-message rule runs after the 200, in the processing stage.
-    const messageCount = type === 'batch' ? checkBatch(body, bytes) : 1;
+    const messageCount = type === 'batch' ? checkBatch(body, bytes, text) : 1;
     if (messageCount === 0) {
       reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
       return;
