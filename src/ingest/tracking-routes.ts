@@ -109,7 +109,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     const anonymousId = anonymousIdFromHeader(singleHeader(request.headers['anonymousid']));
     const sentAt = singleHeader(request.headers['sentat']);
     const receivedAt = now();
-    const messageCount = type === 'batch' ? checkBatch(body, bytes, { receivedAt, ip: request.ip, headers: { anonymousId, sentAt } }) : 1;
+    const messageCount = type === 'batch' ? checkBatch(body, bytes, text, { receivedAt, ip: request.ip, headers: { anonymousId, sentAt } }) : 1;
     if (messageCount === 0) {
       reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
       return;
