@@ -2,6 +2,7 @@ import { type HeaderDefaults, applyHeaderDefaults } from '../domain/browser-sett
 import { type DestinationFilter, applyFilters } from '../domain/destination-filters.js';
 import type { CallType, JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
+import { sanitizeJson } from '../domain/json-safety.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
 import { suppressionReason } from '../domain/regulation.js';
 import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
@@ -43,6 +44,8 @@ export function checkBatch(body: JsonObject, bodyBytes: number, text: string | u
   if (elements.length > LIMITS.batchElements) {
     throw new ApiError('too_many_batch_elements', `a batch holds at most ${LIMITS.batchElements} messages, got ${elements.length}`);
   }
+  const tooDeep = clearBatchEnvelope(body);
+  if (tooDeep !== undefined) throw new ApiError('invalid_batch', `the batch's "${tooDeep}" nests deeper than ${LIMITS.nestingDepth} levels`);
   // None can be over the limit when the whole body is under it. The limit
   // applies to the message as stored, which adds to the element what
   // processing fills in (messageId, timestamps, the batch's context): that
@@ -66,6 +69,20 @@ export function checkBatch(body: JsonObject, bodyBytes: number, text: string | u
     });
   }
   return elements.length;
+}
+
+/**
+ * The batch's `context` and `integrations` go into every element, so they
+ * are cleared of `__proto__` keys like a message and held to a message's
+ * nesting limit (less the level they sit at). Returns the one that nests too
+ * deep, if any: then every element would, and serializing it could overflow
+ * the stack, so ingest refuses the batch as a whole (`checkBatch`).
+ */
+function clearBatchEnvelope(body: JsonObject): 'context' | 'integrations' | undefined {
+  for (const key of ['context', 'integrations'] as const) {
+    if (sanitizeJson(body[key], LIMITS.nestingDepth - 1).tooDeep) return key;
+  }
+  return undefined;
 }
 
 /** What the size of a batch element as stored depends on besides the body. */
@@ -161,6 +178,9 @@ export function entriesForBatch(body: JsonObject, bodyBytes: number, facts: Requ
   if (elements.length > LIMITS.batchElements) {
     throw new ApiError('too_many_batch_elements', `a batch holds at most ${LIMITS.batchElements} messages, got ${elements.length}`);
   }
+  // Ingest refused an envelope nesting too deep before its 200; this clears
+  // the `__proto__` keys of the copy processing parsed.
+  clearBatchEnvelope(body);
   const ctx = callContext(facts, undefined, {
     sentAt: parseInstant(body['sentAt']),
     context: isJsonObject(body['context']) ? body['context'] : undefined,

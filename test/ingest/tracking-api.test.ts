@@ -128,6 +128,31 @@ describe('Tracking API', () => {
     assert.deepEqual([notABatch.status, notABatch.body.code], [400, 'invalid_batch']);
   });
 
+  it("refuses a batch whose context or integrations nest past a message's limit, and clears their __proto__ keys", async () => {
+    const nested = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const element = '{"type":"track","userId":"u","event":"E"}';
+    // 20,000 levels overflowed the stack when serialized (a 500). A message may nest 64 levels and its context is level 1, so a context of 65 is one too many and 62 below it (63 with the context) fits.
+    for (const [key, levels] of [['context', 20_000], ['context', 65], ['integrations', 65]] as const) {
+      const response = await raw('/v1/batch', {
+        headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
+        body: `{"batch":[${element}],"${key}":${nested(levels)}}`,
+      });
+      assert.equal(response.status, 400, `${key} nested ${levels} levels`);
+      const json = (await response.json()) as any;
+      assert.equal(json.code, 'invalid_batch');
+      assert.match(json.message, new RegExp(`"${key}" nests deeper than 64 levels`));
+    }
+    const atLimit = await raw('/v1/batch', {
+      headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
+      body: `{"batch":[{"type":"track","userId":"u","event":"E","messageId":"envelope-ok"}],"context":{"deep":${nested(62)},"__proto__":{"polluted":true}}}`,
+    });
+    assert.equal(atLimit.status, 200);
+    await sy.processed();
+    const message = (await stored()).find((m) => m.messageId === 'envelope-ok');
+    assert.equal(message?.status, 'accepted');
+    assert.ok(!message.body.includes('__proto__'), 'the batch context keeps no __proto__ key');
+  });
+
   it('enforces the size limits after decompression', async () => {
     const pad = (bytes: number) => 'x'.repeat(bytes);
     const call = await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'E', properties: { p: pad(33 * 1024) } });
