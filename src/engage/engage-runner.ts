@@ -77,10 +77,14 @@ const UNSATURATED_ABOVE = 0.1;
  * How long the thread must stay never idle, pass after pass, before it counts
  * as saturated for good (not a burst). Measured in time, not passes: a pass
  * and its rest can be 60 ms, and a checkpoint or a warming-up process fills
- * a few of those, after which a fifth of the thread left Engage seconds
- * behind at 1,000 messages/s.
+ * a few of those. Once Engage is behind, the work it leaves the others
+ * fills its rests too, so too short a window throttles Engage exactly when
+ * it must catch up: at 1 s, half of the `engage.latency` runs fell seconds
+ * behind (p99 1.7-2.5 s); at 2 s, p99 0.15-0.68 s over four runs while
+ * `engage.overhead` (ingest saturating the thread) kept 0.85; at 3 s it
+ * fell to 0.81, and without the rule to 0.66.
  */
-const SATURATED_AFTER_MS = 1_000;
+const SATURATED_AFTER_MS = 2_000;
 /** Rest ÷ work while the thread is saturated: Engage then takes at most a fifth of it. */
 const SATURATED_REST_FACTOR = 4;
 /**
@@ -176,7 +180,7 @@ export class EngageRunner {
           // as it worked (at least MIN_REST_MS): at most half of its thread.
           // When the thread was never idle over a pass and its rest, the
           // thread is saturated (ingest, delivery and Engage share it on one
-          // core) pass after pass for a second: Engage then rests four times as long
+          // core) pass after pass for two seconds: Engage then rests four times as long
           // and takes at most a fifth, falling behind while ingest is saturated
           // and catching up after. (Whether the other work filled the rest
           // says nothing: it does what waited during the pass then.)
