@@ -5,6 +5,7 @@ import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { AppendResult, ChangeFeed, IngestEntry, IngestStore, RawRequest } from '../store/store.js';
+import { PassLoop } from '../util/pass-loop.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 
 /** What the processor needs of the suppressions (`SuppressionList`). */
@@ -61,55 +62,34 @@ class ConfigBehind extends Error {
  * before a request always applies to it.
  */
 export class RawProcessor {
-  private timer: NodeJS.Timeout | undefined;
+  private readonly loop: PassLoop;
   private unsubscribe: (() => void) | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
 
-  constructor(private readonly options: RawProcessorOptions) {}
+  constructor(private readonly options: RawProcessorOptions) {
+    this.loop = new PassLoop(() => this.drain(), options.pollMs, options.onError);
+  }
 
   start(): void {
     this.unsubscribe = this.options.store.subscribe((topic) => {
       if (topic === 'raw') this.wake();
     });
-    this.timer = setInterval(() => this.wake(), this.options.pollMs);
-    this.timer.unref();
-    this.wake();
+    this.loop.start();
   }
 
   /** Processes now, or once more after the pass under way. */
   wake(): void {
-    if (this.stopped) return;
-    if (this.running !== undefined) {
-      this.again = true;
-      return;
-    }
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.drain();
-        } while (this.again && !this.stopped);
-      } catch (error) {
-        this.options.onError(error);
-      } finally {
-        this.running = undefined;
-      }
-    })();
+    this.loop.wake();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
     this.unsubscribe?.();
-    await this.running;
+    await this.loop.stop();
   }
 
   /** Batches until none is left; yields between batches so that the loop's other work (ingest, with --workers 0) goes on. */
   private async drain(): Promise<void> {
     for (;;) {
-      if (this.stopped) return;
+      if (this.loop.isStopped) return;
       const processed = await this.processBatch();
       if (processed === 0) break;
       await nextTurn();

@@ -1,5 +1,6 @@
 import { deleteMessageBody } from '../domain/regulation.js';
 import type { ConfigStore, IngestEntry, IngestStore, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
+import { PassLoop } from '../util/pass-loop.js';
 
 export interface RegulationRunnerOptions {
   /** The steps, and the destination each erased source's `delete` messages go to. */
@@ -27,47 +28,26 @@ const MAX_TRIES = 3;
  * them run each step (the others' calls resolve false).
  */
 export class RegulationRunner {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
+  private readonly loop: PassLoop;
   /** Failed tries per step, by "regulationId source id"; a step that runs is forgotten. */
   private readonly failures = new Map<string, number>();
 
-  constructor(private readonly options: RegulationRunnerOptions) {}
+  constructor(private readonly options: RegulationRunnerOptions) {
+    this.loop = new PassLoop(() => this.pass(), options.pollMs, options.onError);
+  }
 
   start(): void {
-    this.timer = setInterval(() => this.wake(), this.options.pollMs);
-    this.timer.unref();
-    this.wake();
+    this.loop.start();
   }
 
   /** Looks for pending steps now (a request was just created), or once more after the current pass. */
   wake(): void {
-    if (this.stopped) return;
-    if (this.running !== undefined) {
-      this.again = true;
-      return;
-    }
-    this.running = (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.pass();
-        } while (this.again && !this.stopped);
-      } catch (error) {
-        this.options.onError(error);
-      } finally {
-        this.running = undefined;
-      }
-    })();
+    this.loop.wake();
   }
 
   /** Stops polling and waits for the step under way, if any. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    await this.running;
+    await this.loop.stop();
   }
 
   /** Runs pending steps until none is left but those that failed in this pass (tried again at the next poll). */
@@ -83,7 +63,7 @@ export class RegulationRunner {
       );
       if (steps.length === 0) return;
       for (const step of steps) {
-        if (this.stopped) return;
+        if (this.loop.isStopped) return;
         if (!regulations.has(step.regulationId)) regulations.set(step.regulationId, await store.getRegulation(step.regulationId));
         const regulation = regulations.get(step.regulationId);
         // A deletion erases what was acknowledged before it was, including
