@@ -21,7 +21,7 @@ import { liveBenches } from './live.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
-import { planCpus } from './lib/cpu-plan.js';
+import { type CpuPlan, planCpus } from './lib/cpu-plan.js';
 import { freePort } from './lib/free-port.js';
 import { describeLoadGenerator } from './lib/http-load.js';
 import { writeReport } from './lib/report.js';
@@ -176,14 +176,16 @@ async function main(): Promise<void> {
 
   const cpus = planCpus(cli.pin);
   log(cpus.note);
-  const context: BenchContext = {
+  const contextFor = (plan: CpuPlan): BenchContext => ({
     options: cli.options,
-    cpus,
+    cpus: plan,
     log,
-    startBaseline: (label) => startBaseline(label, cpus.server),
-    startSwitchyard: (label) => startSwitchyard(label, cli.options, cpus.server),
-    startFrameworkFloor: (label) => startFrameworkFloor(label, cpus.server),
-  };
+    startBaseline: (label) => startBaseline(label, plan.server),
+    startSwitchyard: (label) => startSwitchyard(label, cli.options, plan.server),
+    startFrameworkFloor: (label) => startFrameworkFloor(label, plan.server),
+    unpinned: () => contextFor(planCpus(false)),
+  });
+  const context = contextFor(cpus);
 
   const output = {
     date: new Date().toISOString(),

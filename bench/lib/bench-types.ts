@@ -38,6 +38,8 @@ export interface BenchContext {
    * collector on the mandated framework can do before storing anything.
    */
   startFrameworkFloor(label: string): Promise<Target>;
+  /** The same context with every process sharing every CPU, for a bench that must not pin (see `ingest.live`). */
+  unpinned(): BenchContext;
 }
 
 interface BenchReportBase {

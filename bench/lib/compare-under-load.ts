@@ -4,7 +4,7 @@ import { LatencyHistogram, type LatencySummary } from './latency-histogram.js';
 import { runPhasedLoad } from './http-load.js';
 import type { LoadResult } from './load-protocol.js';
 import { messagesPerRequest, type PayloadSpec } from './payloads.js';
-import { machineCpu, type MachineCpu } from './proc-stats.js';
+import { machineCpu, type MachineCpu, mainThreadCpuSeconds } from './proc-stats.js';
 import type { Target } from './target.js';
 import { waitForQuiet } from './wait-for-quiet.js';
 
@@ -37,6 +37,15 @@ export interface SideFigures {
    * message costs, on any number of cores.
    */
   readonly cpuMicrosPerMessage: number | undefined;
+  /**
+   * CPU of the server's main thread alone per 2xx message (µs). In
+   * Switchyard that is the thread that answers HTTP: ingest alone when a
+   * stage thread runs the later stages (unpinned, or with more than one CPU
+   * for servers), every stage when `serve` found one CPU and runs them all on
+   * one loop. What the rate would be on a machine whose other cores take
+   * the later stages: baseline's figure ÷ this one.
+   */
+  readonly mainThreadCpuMicrosPerMessage: number | undefined;
   /** Which load generator ran (lib/http-load.ts picks wrk when installed). */
   readonly loadGenerator: string;
   /** Near 100: the load generator itself was the limit, and the figures understate the server. */
@@ -86,6 +95,7 @@ interface PhaseFigures {
 
 interface PhaseCpu {
   readonly serverSec: number | undefined;
+  readonly serverMainThreadSec: number | undefined;
   readonly partnerSec: number | undefined;
   readonly otherSec: number | undefined;
   readonly stealSec: number | undefined;
@@ -102,6 +112,7 @@ interface Totals {
   latency: LatencyHistogram;
   loadCpuSec: number;
   serverCpuSec: number | undefined;
+  serverMainThreadCpuSec: number | undefined;
   partnerCpuSec: number | undefined;
   otherCpuSec: number | undefined;
   stealSec: number | undefined;
@@ -132,6 +143,7 @@ export async function compareUnderLoad(context: BenchContext, comparison: LoadCo
         if (!quiet) context.log(`${comparison.name}: the machine is still busy after ${waitedSec} s; measuring anyway`);
       }
       let serverAtStart: number | undefined;
+      let serverMainThreadAtStart: number | undefined;
       let partnerAtStart: number | undefined;
       let machineAtStart: MachineCpu | undefined;
       const result = await runPhasedLoad(
@@ -148,12 +160,14 @@ export async function compareUnderLoad(context: BenchContext, comparison: LoadCo
           cpus: context.cpus.loadGenerator,
           onMeasuring: () => {
             serverAtStart = target.cpuSeconds();
+            serverMainThreadAtStart = mainThreadCpuSeconds(target.pid);
             partnerAtStart = partner.cpuSeconds();
             machineAtStart = machineCpu();
           },
         },
       );
       const serverAtEnd = target.cpuSeconds();
+      const serverMainThreadAtEnd = mainThreadCpuSeconds(target.pid);
       const partnerAtEnd = partner.cpuSeconds();
       const machineAtEnd = machineCpu();
       const failure = target.failure();
@@ -166,7 +180,10 @@ export async function compareUnderLoad(context: BenchContext, comparison: LoadCo
         busySec === undefined || serverSec === undefined || partnerSec === undefined
           ? undefined
           : Math.max(0, busySec - serverSec - partnerSec - result.cpuSec);
-      accumulate(totals[side], result, { serverSec, partnerSec, otherSec, stealSec: difference(machineAtEnd?.stealSec, machineAtStart?.stealSec) });
+      accumulate(totals[side], result, {
+        serverSec,
+        serverMainThreadSec: difference(serverMainThreadAtEnd, serverMainThreadAtStart),
+        partnerSec, otherSec, stealSec: difference(machineAtEnd?.stealSec, machineAtStart?.stealSec) });
       const requestsPerSec = result.ok / result.durationSec;
       rates[side] = requestsPerSec;
       const percent = (cpuSec: number | undefined): number | undefined => (cpuSec === undefined ? undefined : round1((100 * cpuSec) / result.durationSec));
@@ -227,7 +244,7 @@ export function comparisonNotes(comparison: Comparison): string[] {
 function emptyTotals(): Totals {
   return {
     generator: undefined, measuredSec: 0, ok: 0, non2xx: 0, errors: 0, timeouts: 0, statusCodes: {}, latency: new LatencyHistogram(),
-    loadCpuSec: 0, serverCpuSec: 0, partnerCpuSec: 0, otherCpuSec: 0, stealSec: 0,
+    loadCpuSec: 0, serverCpuSec: 0, serverMainThreadCpuSec: 0, partnerCpuSec: 0, otherCpuSec: 0, stealSec: 0,
   };
 }
 
@@ -242,6 +259,7 @@ function accumulate(totals: Totals, result: LoadResult, cpu: PhaseCpu): void {
   totals.latency.add(result.latency);
   totals.loadCpuSec += result.cpuSec;
   totals.serverCpuSec = addKnown(totals.serverCpuSec, cpu.serverSec);
+  totals.serverMainThreadCpuSec = addKnown(totals.serverMainThreadCpuSec, cpu.serverMainThreadSec);
   totals.partnerCpuSec = addKnown(totals.partnerCpuSec, cpu.partnerSec);
   totals.otherCpuSec = addKnown(totals.otherCpuSec, cpu.otherSec);
   totals.stealSec = addKnown(totals.stealSec, cpu.stealSec);
@@ -251,6 +269,8 @@ function figures(totals: Totals, target: Target, perRequest: number): SideFigure
   const seconds = totals.measuredSec || 1;
   const requestsPerSec = totals.ok / seconds;
   const percent = (cpuSec: number | undefined): number | undefined => (cpuSec === undefined ? undefined : round1((100 * cpuSec) / seconds));
+  const microsPerMessage = (cpuSec: number | undefined): number | undefined =>
+    cpuSec === undefined || totals.ok === 0 ? undefined : Math.round((cpuSec * 1e6) / (totals.ok * perRequest));
   return {
     requestsPerSec: round1(requestsPerSec),
     messagesPerSec: round1(requestsPerSec * perRequest),
@@ -263,8 +283,8 @@ function figures(totals: Totals, target: Target, perRequest: number): SideFigure
     measuredSec: round1(totals.measuredSec),
     serverPeakRssMb: target.peakRssMb(),
     serverCpuPercent: percent(totals.serverCpuSec),
-    cpuMicrosPerMessage:
-      totals.serverCpuSec === undefined || totals.ok === 0 ? undefined : Math.round((totals.serverCpuSec * 1e6) / (totals.ok * perRequest)),
+    cpuMicrosPerMessage: microsPerMessage(totals.serverCpuSec),
+    mainThreadCpuMicrosPerMessage: microsPerMessage(totals.serverMainThreadCpuSec),
     loadGenerator: totals.generator ?? 'none',
     loadGeneratorCpuPercent: round1((100 * totals.loadCpuSec) / seconds),
     otherCpuPercent: percent(totals.otherCpuSec),

@@ -17,8 +17,22 @@ function ticksPerSecond(): number {
 
 /** CPU seconds (user + system, all threads) a process has used so far; undefined once it is gone. */
 export function cpuSeconds(pid: number): number | undefined {
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+/**
+ * CPU seconds a process's main thread alone has used so far (its thread id
+ * is the process id). In `switchyard serve` that is the thread that answers
+ * HTTP: ingest alone while a stage thread runs the later stages, every stage
+ * with `--workers 0`.
+ */
+export function mainThreadCpuSeconds(pid: number): number | undefined {
+  return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuSeconds(file: string): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(file, 'utf8');
     // The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const utime = Number(fields[11]);
