@@ -4,6 +4,9 @@
  * server that only parses the same bodies. The `.floor` benches put the
  * same load on a Fastify server that stores nothing instead: no target,
  * they show how much of the gap the mandated framework takes by itself.
+ * The `.store-floor` benches put it on a bare server that stores each
+ * message as one SQLite row before its 200: how much of the gap keeping
+ * every message takes by itself, on any framework.
  */
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { type Comparison, compareUnderLoad, comparisonNotes } from './lib/compare-under-load.js';
@@ -28,7 +31,11 @@ interface IngestSpec extends LoadSpec {
 interface FloorSpec extends LoadSpec {
   /** The judged benches with the same load, whose ratio this one bounds. */
   readonly floorOf: readonly string[];
+  /** Which floor server stands in Switchyard's place. */
+  readonly floor: 'framework' | 'store';
 }
+
+const FLOOR_NAMES = { framework: 'Fastify floor', store: 'store floor' } as const;
 
 interface OpenStream {
   /** Messages received on the stream so far. */
@@ -166,30 +173,35 @@ function cpuPerMessage(side: Comparison['switchyard'], processing: ProcessingAtE
 
 /**
  * compare-under-load names the measured side "switchyard"; in a floor
- * bench that side is the Fastify floor, and the output must not say
+ * bench that side is a floor server, and the output must not say
  * otherwise, nor call an understated figure a "floor" in a floor bench.
  */
-function asFloor(text: string): string {
-  return text.replace(/\bswitchyard\b/g, 'Fastify floor').replace(/\bfigure is a floor\b/g, 'figure is a lower bound');
+function asFloor(text: string, floor: FloorSpec['floor']): string {
+  return text.replace(/\bswitchyard\b/g, FLOOR_NAMES[floor]).replace(/\bfigure is a floor\b/g, 'figure is a lower bound');
 }
 
 function floorBench(spec: FloorSpec): BenchDefinition {
   return {
     name: spec.name,
+    // The store floor is an embedded database's bound: against PostgreSQL it would bound nothing.
+    ...(spec.floor === 'store' && { stores: ['sqlite'] as const }),
     async run(context: BenchContext): Promise<BenchReport> {
-      const { comparison, ratio, request } = await measure(context, spec, (name) => context.startFrameworkFloor(`${name} fastify floor`), false);
+      const start = (name: string): Promise<Target> =>
+        spec.floor === 'framework' ? context.startFrameworkFloor(`${name} fastify floor`) : context.startStoreFloor(`${name} store floor`);
+      const { comparison, ratio, request } = await measure(context, spec, start, false);
       return {
         description: spec.description,
         metric: spec.metric,
         ratio,
         informational: true,
         floorOf: spec.floorOf,
+        floorKind: spec.floor,
         request,
         floor: comparison.switchyard,
         baseline: comparison.baseline,
         roundRatios: comparison.roundRatios,
         phases: comparison.phases.map((phase) => (phase.side === 'switchyard' ? { ...phase, side: 'floor' } : phase)),
-        notes: comparisonNotes(comparison).map(asFloor),
+        notes: comparisonNotes(comparison).map((note) => asFloor(note, spec.floor)),
       };
     },
   };
@@ -198,6 +210,11 @@ function floorBench(spec: FloorSpec): BenchDefinition {
 const FLOOR_DESCRIPTION =
   'Informational, no target: a Fastify 5 server that only lets Fastify\'s default JSON parser read the body and answers 200, ' +
   'in Switchyard\'s place: the best any Fastify-based collector can do on this machine before storing anything.';
+const STORE_FLOOR_DESCRIPTION =
+  'Informational, no target: a bare node:http server that parses the body like the baseline, stores each message as one row of an ' +
+  'embedded SQLite database (WAL, synchronous NORMAL, unique messageId; every request of an event-loop turn in one transaction) and ' +
+  'answers 200 after the commit, in Switchyard\'s place: the best any collector that keeps every message as a row can do on this machine, ' +
+  'with no framework and none of the later stages (normalization, routing, delivery jobs, profiles).';
 
 export const ingestBenches: readonly BenchDefinition[] = [
   ingestBench({
@@ -213,6 +230,15 @@ export const ingestBenches: readonly BenchDefinition[] = [
     payload: { kind: 'track' },
     metric: 'requests/s',
     floorOf: ['ingest.track', 'ingest.track.debugger'],
+    floor: 'framework',
+  }),
+  floorBench({
+    name: 'ingest.track.store-floor',
+    description: `${STORE_FLOOR_DESCRIPTION} Same load as ingest.track.`,
+    payload: { kind: 'track' },
+    metric: 'requests/s',
+    floorOf: ['ingest.track', 'ingest.track.debugger'],
+    floor: 'store',
   }),
   ingestBench({
     name: 'ingest.track.debugger',
@@ -235,5 +261,14 @@ export const ingestBenches: readonly BenchDefinition[] = [
     payload: { kind: 'batch', size: 100 },
     metric: 'messages/s',
     floorOf: ['ingest.batch'],
+    floor: 'framework',
+  }),
+  floorBench({
+    name: 'ingest.batch.store-floor',
+    description: `${STORE_FLOOR_DESCRIPTION} Same load as ingest.batch.`,
+    payload: { kind: 'batch', size: 100 },
+    metric: 'messages/s',
+    floorOf: ['ingest.batch'],
+    floor: 'store',
   }),
 ];

@@ -20,7 +20,7 @@ import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
-import { installExitHandlers, runCleanups, spawnManaged } from './lib/children.js';
+import { installExitHandlers, makeTempDir, removeTempDir, runCleanups, spawnManaged } from './lib/children.js';
 import { type CpuPlan, planCpus } from './lib/cpu-plan.js';
 import { freePort } from './lib/free-port.js';
 import { describeLoadGenerator } from './lib/http-load.js';
@@ -49,11 +49,12 @@ const USAGE = `usage: npm run bench -- [options]
   --json-out FILE      also write the JSON to FILE
   --report FILE        also write a Markdown report to FILE (e.g. docs/performance.md) and its SVG chart next to it
   --cpu-prof DIR       write a V8 CPU profile of every Switchyard process to DIR (open in Chrome DevTools)
-  --self-check         measure a second bare baseline in Switchyard's (and the Fastify floor's) place: ratios should be ~1.0
+  --self-check         measure a second bare baseline in Switchyard's (and the floors') place: ratios should be ~1.0
   --wait-quiet S       before each phase, wait up to S seconds for other processes to leave the CPUs idle
   --unpinned           do not pin servers and load generator to separate CPUs`;
 
 const FRAMEWORK_FLOOR_SCRIPT = fileURLToPath(new URL('./lib/fastify-floor-server.js', import.meta.url));
+const STORE_FLOOR_SCRIPT = fileURLToPath(new URL('./lib/store-floor-server.js', import.meta.url));
 
 /** Started exactly like the baseline (same env, same pinning), so that only the framework differs. */
 async function startFrameworkFloor(label: string, cpus: string | undefined): Promise<Target> {
@@ -65,6 +66,19 @@ async function startFrameworkFloor(label: string, cpus: string | undefined): Pro
   });
   await waitHealthy(child, url, label);
   return watchChild(label, child, url, {});
+}
+
+/** The store floor (`lib/store-floor-server.ts`) on a fresh temp dir, pinned like the baseline. */
+async function startStoreFloor(label: string, cpus: string | undefined): Promise<Target> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const dataDir = makeTempDir('switchyard-store-floor-');
+  const child = spawnManaged(label, process.execPath, [STORE_FLOOR_SCRIPT], {
+    cpus,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir },
+  });
+  await waitHealthy(child, url, label);
+  return watchChild(label, child, url, {}, async () => removeTempDir(dataDir));
 }
 
 function fail(message: string): never {
@@ -183,6 +197,7 @@ async function main(): Promise<void> {
     startBaseline: (label) => startBaseline(label, plan.server),
     startSwitchyard: (label) => startSwitchyard(label, cli.options, plan.server),
     startFrameworkFloor: (label) => startFrameworkFloor(label, plan.server),
+    startStoreFloor: (label) => startStoreFloor(label, plan.server),
     unpinned: () => contextFor(planCpus(false)),
   });
   const context = contextFor(cpus);
@@ -205,7 +220,7 @@ async function main(): Promise<void> {
       store: cli.options.store,
       // Inherited by the server from this environment, like every other SWITCHYARD_* setting.
       durability: process.env['SWITCHYARD_DURABILITY'] ?? 'process',
-      measured: cli.options.selfCheck ? 'self-check: a second bare baseline stands in for Switchyard and the Fastify floor' : 'bin/switchyard.js serve',
+      measured: cli.options.selfCheck ? 'self-check: a second bare baseline stands in for Switchyard and the floors' : 'bin/switchyard.js serve',
     },
     settings: { ...cli.options, postgresUrl: undefined, cpuProfileDir: undefined, loadGenerator: describeLoadGenerator() },
     benches: {} as Record<string, unknown>,

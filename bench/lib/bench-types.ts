@@ -38,6 +38,13 @@ export interface BenchContext {
    * collector on the mandated framework can do before storing anything.
    */
   startFrameworkFloor(label: string): Promise<Target>;
+  /**
+   * The baseline's work plus each message stored as one SQLite row, group
+   * committed, before the 200 (`store-floor-server.ts`), pinned like the
+   * other servers: the best any collector that keeps every message as a row
+   * of an embedded database can do on the machine.
+   */
+  startStoreFloor(label: string): Promise<Target>;
   /** The same context with every process sharing every CPU, for a bench that must not pin (see `ingest.live`). */
   unpinned(): BenchContext;
 }

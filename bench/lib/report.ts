@@ -55,21 +55,26 @@ function informational(bench: Json): boolean {
   return bench['informational'] === true;
 }
 
-/** Each judged bench's framework floor: the ratio of the informational bench that names it in `floorOf`. */
+/** Each judged bench's lowest floor: the least ratio of the informational benches that name it in `floorOf`. */
 function floors(output: Json): Map<string, number> {
   const out = new Map<string, number>();
   for (const [, bench] of benches(output)) {
     const ratio = num(bench['ratio']);
     if (!informational(bench) || ratio === undefined || !Array.isArray(bench['floorOf'])) continue;
-    for (const of of bench['floorOf']) if (typeof of === 'string') out.set(of, ratio);
+    for (const of of bench['floorOf']) if (typeof of === 'string') out.set(of, Math.min(out.get(of) ?? Infinity, ratio));
   }
   return out;
+}
+
+/** What stands in Switchyard's place in a floor bench. */
+function floorName(bench: Json): string {
+  return bench['floorKind'] === 'store' ? 'Store floor' : 'Fastify floor';
 }
 
 /** The two sides a bench compares, when it has them. */
 function sides(bench: Json): { labels: [string, string]; a: Json; b: Json } | undefined {
   if (isObject(bench['switchyard']) && isObject(bench['baseline'])) return { labels: ['Switchyard', 'Baseline'], a: bench['switchyard'], b: bench['baseline'] };
-  if (isObject(bench['floor']) && isObject(bench['baseline'])) return { labels: ['Fastify floor', 'Baseline'], a: bench['floor'], b: bench['baseline'] };
+  if (isObject(bench['floor']) && isObject(bench['baseline'])) return { labels: [floorName(bench), 'Baseline'], a: bench['floor'], b: bench['baseline'] };
   if (isObject(bench['big']) && isObject(bench['small'])) return { labels: ['Big queue', 'Small queue'], a: bench['big'], b: bench['small'] };
   return undefined;
 }
@@ -99,14 +104,14 @@ function leaves(value: Json, prefix = '', depth = 0): Array<[string, unknown]> {
   return out;
 }
 
-const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'target', 'pass', 'informational', 'floorOf', 'notes', 'phases', 'error']);
+const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'target', 'pass', 'informational', 'floorOf', 'floorKind', 'notes', 'phases', 'error']);
 
 function benchSection(name: string, bench: Json): string[] {
   const lines = [`### ${name}`, ''];
   if (typeof bench['error'] === 'string') return [...lines, `**Error:** ${fmt(bench['error'])}`, ''];
   if (typeof bench['description'] === 'string') lines.push(bench['description'], '');
   const verdict = informational(bench)
-    ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the framework floor of ${fmt(bench['floorOf'])}` : ''}`
+    ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the ${floorName(bench).toLowerCase()} of ${fmt(bench['floorOf'])}` : ''}`
     : `target ${fmt(bench['target'])}, ${bench['pass'] === true ? 'PASS' : 'FAIL'}`;
   lines.push(`**Ratio ${fmt(bench['ratio'])}** (${verdict}); metric: ${fmt(bench['metric'])}.`, '');
   const pair = sides(bench);
@@ -146,19 +151,20 @@ function benchSection(name: string, bench: Json): string[] {
   return lines;
 }
 
-/** The informational benches beside the ratios they bound; `Bench ÷ floor` is how much of the framework's reach the bench uses. */
+/** The informational benches beside the ratios they bound; `Bench ÷ floor` is how much of the floor's reach the bench uses. */
 function floorTable(output: Json): string[] {
   const rows = benches(output).filter(([, bench]) => informational(bench) && typeof bench['error'] !== 'string');
   if (rows.length === 0) return [];
   const lines = [
     '',
-    '### Framework floor (informational, no target)',
+    '### Floors (informational, no target)',
     '',
-    'A Fastify 5 server that only parses the body with Fastify\'s default JSON parser and answers 200, measured against the same bare baseline in the same run: ' +
-      'the best any Fastify-based collector can do on this machine before storing anything.',
+    'Measured against the same bare baseline in the same run. Fastify floor: a Fastify 5 server that only parses the body with Fastify\'s default JSON parser and answers 200, ' +
+      'the best any Fastify-based collector can do on this machine before storing anything. Store floor: a bare `node:http` server that stores each message as one ' +
+      'SQLite row (group-committed, unique messageId) before its 200, the best any collector that keeps every message as a row can do, with no framework and no later stage.',
     '',
-    '| Floor bench | Metric | Fastify floor | Baseline | Floor ratio | Bench | Bench ratio | Bench ÷ floor |',
-    '|---|---|--:|--:|--:|---|--:|--:|',
+    '| Floor bench | Metric | Floor server | Floor | Baseline | Floor ratio | Bench | Bench ratio | Bench ÷ floor |',
+    '|---|---|---|--:|--:|--:|---|--:|--:|',
   ];
   const all = new Map(benches(output));
   for (const [name, bench] of rows) {
@@ -169,7 +175,7 @@ function floorTable(output: Json): string[] {
     for (const of of bounded.length > 0 ? bounded : ['–']) {
       const ratio = num(all.get(of)?.['ratio']);
       const share = ratio !== undefined && floor !== undefined && floor > 0 ? Math.round((ratio / floor) * 1000) / 1000 : undefined;
-      lines.push(`| ${name} | ${fmt(bench['metric'])} | ${a} | ${b} | ${fmt(floor)} | ${of} | ${fmt(ratio)} | ${fmt(share)} |`);
+      lines.push(`| ${name} | ${fmt(bench['metric'])} | ${floorName(bench)} | ${a} | ${b} | ${fmt(floor)} | ${of} | ${fmt(ratio)} | ${fmt(share)} |`);
     }
   }
   return lines;
@@ -295,7 +301,7 @@ function ratioPanel(output: Json, top: number): { svg: string[]; height: number 
   const height = 50 + rows.length * rowHeight + 30;
   const max = Math.max(1, ...rows.flatMap(([, b]) => [num(b['ratio']) ?? 0, num(b['target']) ?? 0])) * 1.1;
   const x = (value: number): number => LABEL_WIDTH + (value / max) * PLOT_WIDTH;
-  const title = floorOf.size > 0 ? 'Ratio (÷ baseline) against target (dashed) and Fastify floor (grey) — higher is better' : 'Ratio (Switchyard ÷ baseline) against target — higher is better';
+  const title = floorOf.size > 0 ? 'Ratio (÷ baseline) against target (dashed) and the lowest floor (grey) — higher is better' : 'Ratio (Switchyard ÷ baseline) against target — higher is better';
   const svg = [text(20, top + 22, title, 'font-size="15" font-weight="bold"')];
   const plotTop = top + 40;
   for (let tick = 0; tick <= max; tick += max > 4 ? 1 : 0.25) {
