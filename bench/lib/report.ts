@@ -111,7 +111,7 @@ function benchSection(name: string, bench: Json): string[] {
   if (typeof bench['error'] === 'string') return [...lines, `**Error:** ${fmt(bench['error'])}`, ''];
   if (typeof bench['description'] === 'string') lines.push(bench['description'], '');
   const verdict = informational(bench)
-    ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the ${floorName(bench).toLowerCase()} of ${fmt(bench['floorOf'])}` : ''}`
+    ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the ${bench['floorKind'] === 'store' ? 'store floor' : 'Fastify floor'} of ${fmt(bench['floorOf'])}` : ''}`
     : `target ${fmt(bench['target'])}, ${bench['pass'] === true ? 'PASS' : 'FAIL'}`;
   lines.push(`**Ratio ${fmt(bench['ratio'])}** (${verdict}); metric: ${fmt(bench['metric'])}.`, '');
   const pair = sides(bench);
