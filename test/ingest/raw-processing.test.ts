@@ -177,11 +177,26 @@ async function deletionWaitsForEarlierRawRequests(ingesting: Store, accepting: S
     ]);
     // Accepted after both 200s, at an earlier time by its own clock.
     await accepting.createRegulation({ id: 'del-1', regulationType: 'DELETE_ONLY', subjectIds: ['gone'], sourceIds: undefined, stepSourceIds: ['s'], createdAt: acceptingClock });
-    // Raw requests pending: the step must wait, whatever wakes it.
+    // Raw requests pending: the step must wait. One whole pass: the runner
+    // lists the pending step, checks it, then lists again and finds nothing
+    // left to try; stopping before the second listing would end the pass
+    // before the check.
+    let listings = 0;
+    const counted = Object.create(accepting, {
+      listPendingRegulationSteps: {
+        value: async (limit: number) => {
+          const steps = await accepting.listPendingRegulationSteps(limit);
+          listings++;
+          return steps;
+        },
+      },
+    }) as Store;
+    regulations = new RegulationRunner({ store: counted, now: () => acceptingClock + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
     regulations.start();
-    regulations.wake();
+    await eventually(() => (listings >= 2 ? true : undefined), 10_000, 'a whole pass of the runner');
     await regulations.stop();
     assert.equal((await accepting.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
+    assert.equal((await ingesting.rawBacklog()).requests, 2);
     regulations = newRunner();
     p.processor.start();
     await eventually(async () => ((await accepting.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
