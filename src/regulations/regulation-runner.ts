@@ -4,7 +4,7 @@ import { PassLoop } from '../util/pass-loop.js';
 
 export interface RegulationRunnerOptions {
   /** The steps, and the destination each erased source's `delete` messages go to. */
-  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'> & Pick<IngestStore, 'hasRawRequestsUntil'>;
+  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'> & Pick<IngestStore, 'hasRawRequestsUpTo'>;
   readonly now: () => number;
   readonly newMessageId: () => string;
   /** How often to look for steps left by a restart or created on another node. */
@@ -67,8 +67,10 @@ export class RegulationRunner {
         if (!regulations.has(step.regulationId)) regulations.set(step.regulationId, await store.getRegulation(step.regulationId));
         const regulation = regulations.get(step.regulationId);
         // A deletion erases what was acknowledged before it was, including
-        // raw requests not yet processed into messages: it runs once they are.
-        if (regulation !== undefined && (await store.hasRawRequestsUntil(regulation.createdAt))) {
+        // raw requests not yet processed into messages: it runs once they
+        // are. By seq, never by time: on PostgreSQL a raw row's receivedAt
+        // and the request's createdAt come from different nodes' clocks.
+        if (regulation !== undefined && (await store.hasRawRequestsUpTo(regulation.rawSeqMark))) {
           waiting.add(keyOf(step));
           continue;
         }

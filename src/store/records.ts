@@ -250,6 +250,13 @@ export interface RegulationRecord {
 
 export interface RegulationDetail extends RegulationRecord {
   readonly subjectIds: readonly string[];
+  /**
+   * The highest raw request seq when the request was stored (see
+   * Store.highestRawSeq): its deletion steps run once no raw request up to
+   * it is left unprocessed. Requests stored before this mark existed have
+   * the highest seq of the moment the store was upgraded.
+   */
+  readonly rawSeqMark: number;
 }
 
 export interface RegulationStepKey {

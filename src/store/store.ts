@@ -146,8 +146,17 @@ export interface IngestStore {
   ): Promise<RawProcessed>;
   /** How many raw requests (and messages in them) wait for processing. */
   rawBacklog(): Promise<RawBacklog>;
-  /** Whether a raw request received at or before `at` is still unprocessed (a deletion waits for it). */
-  hasRawRequestsUntil(at: number): Promise<boolean>;
+  /**
+   * The highest `seq` of the raw requests not yet processed, 0 when there
+   * are none. Every request acknowledged before this call has a seq no
+   * higher, or is processed already: its row committed before the call
+   * began, and seqs are never handed out twice (not even after the table
+   * empties). Compare seqs, never `receivedAt`: on PostgreSQL that comes
+   * from the clock of whichever node took the request.
+   */
+  highestRawSeq(): Promise<number>;
+  /** Whether a raw request with `seq` at most `seq` is still unprocessed (a deletion waits for it). */
+  hasRawRequestsUpTo(seq: number): Promise<boolean>;
   /** The source's most recent messages, newest first. */
   listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]>;
   /**
@@ -227,6 +236,10 @@ export interface RegulationStore {
    *   version (so the caches of every node reload) and the store notifies
    *   `config`.
    * `createdAt` is also the request's and its source rows' `updatedAt`.
+   * - In the same commit, records {@link highestRawSeq} as the request's
+   *   `rawSeqMark`, read by a statement that starts after the request came
+   *   in: its deletion steps wait until no raw request up to that mark is
+   *   left (every request acknowledged before this one).
    * Rejects, writing nothing, when a request with this id exists.
    */
   createRegulation(regulation: NewRegulation): Promise<void>;

@@ -88,11 +88,12 @@ export function basicAuth(writeKey: string): string {
 
 /**
  * Waits until the processing stage has made messages of every raw request
- * received up to `at` (now by default): what a test that reads a message
- * right after its 200 must wait for, since the 200 means stored raw.
+ * acknowledged before the call: what a test that reads a message right after
+ * its 200 must wait for, since the 200 means stored raw.
  */
-export async function waitForProcessing(store: Pick<Store, 'hasRawRequestsUntil'>, at = Date.now(), timeoutMs = 20_000): Promise<void> {
-  await eventually(async () => ((await store.hasRawRequestsUntil(at)) ? undefined : true), timeoutMs, 'the processing of acknowledged requests');
+export async function waitForProcessing(store: Pick<Store, 'highestRawSeq' | 'hasRawRequestsUpTo'>, timeoutMs = 20_000): Promise<void> {
+  const mark = await store.highestRawSeq();
+  await eventually(async () => ((await store.hasRawRequestsUpTo(mark)) ? undefined : true), timeoutMs, 'the processing of acknowledged requests');
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */

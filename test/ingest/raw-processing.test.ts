@@ -151,29 +151,62 @@ describe('processing raw requests (SQLite)', () => {
     assert.deepEqual(messages.map((m) => [m.userId, m.status]), [['bad', 'suppressed'], ['good', 'accepted']]);
   });
 
-  it('a deletion waits for raw requests acknowledged before it, then erases their messages too', async () => {
-    let regulations!: RegulationRunner;
-    const p = await processorOn(store, { onCaughtUp: () => regulations.wake() });
-    regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
-    try {
-      await store.appendRawRequests([rawCall('s', { userId: 'gone', event: 'A' }, { receivedAt: T0 }), rawCall('s', { userId: 'kept', event: 'A' }, { receivedAt: T0 })]);
-      await store.createRegulation({ id: 'del-1', regulationType: 'DELETE_ONLY', subjectIds: ['gone'], sourceIds: undefined, stepSourceIds: ['s'], createdAt: T0 + 5 });
-      // Raw requests pending: the step must wait, whatever wakes it.
-      regulations.start();
-      regulations.wake();
-      await regulations.stop();
-      assert.equal((await store.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
-      regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
-      p.processor.start();
-      await eventually(async () => ((await store.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
-    } finally {
-      await regulations.stop();
-      await p.stop();
-    }
-    const users = (await store.listRecentMessages('s', 10)).map((m) => m.userId);
-    assert.deepEqual(users, ['kept'], 'the message of the deleted user, processed after the deletion was accepted, is erased');
+  it('a deletion waits for raw requests acknowledged before it, then erases their messages too, even when they were received "after" it', async () => {
+    await deletionWaitsForEarlierRawRequests(store, store);
   });
 });
+
+/**
+ * Two raw requests acknowledged by the `ingesting` node, then a deletion of
+ * one's user accepted by the `accepting` node, whose clock runs five minutes
+ * behind: the requests' receivedAt is later than the deletion's createdAt.
+ * The deletion must still wait for them to be processed, then erase the
+ * user's message. (The two may be one store: one rule on every store.)
+ */
+async function deletionWaitsForEarlierRawRequests(ingesting: Store, accepting: Store): Promise<void> {
+  const ingestingClock = T0 + 5 * 60_000;
+  const acceptingClock = T0;
+  let regulations!: RegulationRunner;
+  const newRunner = () => new RegulationRunner({ store: accepting, now: () => acceptingClock + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+  const p = await processorOn(ingesting, { onCaughtUp: () => regulations.wake() });
+  regulations = newRunner();
+  try {
+    await ingesting.appendRawRequests([
+      rawCall('s', { userId: 'gone', event: 'A' }, { receivedAt: ingestingClock }),
+      rawCall('s', { userId: 'kept', event: 'A' }, { receivedAt: ingestingClock }),
+    ]);
+    // Accepted after both 200s, at an earlier time by its own clock.
+    await accepting.createRegulation({ id: 'del-1', regulationType: 'DELETE_ONLY', subjectIds: ['gone'], sourceIds: undefined, stepSourceIds: ['s'], createdAt: acceptingClock });
+    // Raw requests pending: the step must wait. One whole pass: the runner
+    // lists the pending step, checks it, then lists again and finds nothing
+    // left to try; stopping before the second listing would end the pass
+    // before the check.
+    let listings = 0;
+    const counted = Object.create(accepting, {
+      listPendingRegulationSteps: {
+        value: async (limit: number) => {
+          const steps = await accepting.listPendingRegulationSteps(limit);
+          listings++;
+          return steps;
+        },
+      },
+    }) as Store;
+    regulations = new RegulationRunner({ store: counted, now: () => acceptingClock + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+    regulations.start();
+    await eventually(() => (listings >= 2 ? true : undefined), 10_000, 'a whole pass of the runner');
+    await regulations.stop();
+    assert.equal((await accepting.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
+    assert.equal((await ingesting.rawBacklog()).requests, 2);
+    regulations = newRunner();
+    p.processor.start();
+    await eventually(async () => ((await accepting.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
+  } finally {
+    await regulations.stop();
+    await p.stop();
+  }
+  const users = (await accepting.listRecentMessages('s', 10)).map((m) => m.userId);
+  assert.deepEqual(users, ['kept'], 'the message of the deleted user, processed after the deletion was accepted, is erased');
+}
 
 describe('kill -9 with raw requests not yet processed', () => {
   const dirs: string[] = [];
@@ -241,6 +274,22 @@ describe('kill -9 with raw requests not yet processed', () => {
 });
 
 await describePostgres('processing raw requests on several nodes (PostgreSQL)', () => {
+  it('a deletion accepted by a node whose clock runs behind the ingesting node\'s still waits for, and erases, what was acknowledged before it', { timeout: 60_000 }, async () => {
+    const database = await freshDatabase();
+    const ingesting = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+    const accepting = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+    try {
+      await ingesting.migrate();
+      await accepting.migrate();
+      await addSource(ingesting, 's');
+      await deletionWaitsForEarlierRawRequests(ingesting, accepting);
+    } finally {
+      await ingesting.close();
+      await accepting.close();
+      await database.drop();
+    }
+  });
+
   it('two nodes processing at once never process one raw request twice', { timeout: 120_000 }, async () => {
     const database = await freshDatabase();
     const a = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });

@@ -96,6 +96,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
         createdAt: created.createdAt,
         updatedAt: created.createdAt,
         sources: [a.id, b.id].sort().map((sourceId) => ({ sourceId, status: 'PENDING', error: undefined, updatedAt: created.createdAt })),
+        rawSeqMark: 0,
       });
       const pending = (await store.listPendingRegulationSteps(1000)).filter((s) => s.regulationId === created.id);
       assert.deepEqual(pending.map((s) => s.sourceId).sort(), [a.id, b.id].sort());
@@ -295,6 +296,30 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.ok(initialized.some((r) => r.id === first.id));
       assert.ok(initialized.every((r) => r.status === 'INITIALIZED'));
       assert.ok((await store.listRegulations({ status: 'FINISHED', limit: 1 })).some((r) => r.id === second.id));
+    });
+
+    test('records the highest unprocessed raw seq when stored, whatever the clocks say', async (store) => {
+      const source = await newSource(store);
+      // Received by a node whose clock runs ten minutes ahead of the one that stores the deletion.
+      const raw = (userId: string) => ({
+        sourceId: source.id, route: 'track', receivedAt: T0 + 10 * 60_000, ip: undefined, configVersion: 1, messageCount: 1, headers: undefined, body: JSON.stringify({ userId }),
+      });
+      const build = (rows: readonly { body: string; receivedAt: number }[]) =>
+        rows.map((row) => [entry(source.id, (JSON.parse(row.body) as { userId: string }).userId, { receivedAt: row.receivedAt, body: row.body, destinations: [] })]);
+      await store.appendRawRequests([raw('before-1'), raw('before-2')]);
+      const highest = await store.highestRawSeq();
+      const deletion = regulation('DELETE_ONLY', ['before-1'], [source.id], { createdAt: T0 });
+      await store.createRegulation(deletion);
+      await store.appendRawRequests([raw('after')]);
+      assert.equal((await store.getRegulation(deletion.id))?.rawSeqMark, highest, 'the highest raw seq when stored, not a time');
+      assert.equal(await store.hasRawRequestsUpTo(highest), true, 'the deletion waits for the two before it');
+      assert.equal((await store.processRawRequests({ maxRequests: 2, maxMessages: 10 }, build, 0)).requests, 2);
+      assert.equal(await store.hasRawRequestsUpTo(highest), false, 'and not for the one after it');
+      assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 1);
+
+      const idle = regulation('DELETE_ONLY', ['before-1'], [source.id], { createdAt: T0 });
+      await store.createRegulation(idle);
+      assert.equal((await store.getRegulation(idle.id))?.rawSeqMark, 0, 'nothing unprocessed: nothing to wait for');
     });
   });
 }

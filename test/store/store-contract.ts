@@ -150,10 +150,14 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       const raw = (n: number, messageCount = 1) => ({
         sourceId: source.id, route: 'track', receivedAt: T0 + n, ip: undefined, configVersion: 1, messageCount, headers: undefined, body: JSON.stringify({ n }),
       });
-      await store.appendRawRequests([raw(1, 3), raw(2), raw(3)]);
+      await store.appendRawRequests([raw(1, 3)]);
+      const firstSeq = await store.highestRawSeq();
+      await store.appendRawRequests([raw(2), raw(3)]);
+      const lastSeq = await store.highestRawSeq();
+      assert.ok(firstSeq > 0 && lastSeq >= firstSeq + 2, `${firstSeq} then ${lastSeq}`);
       assert.deepEqual(await store.rawBacklog(), { requests: 3, messages: 5, oldestReceivedAt: T0 + 1 });
-      assert.equal(await store.hasRawRequestsUntil(T0), false);
-      assert.equal(await store.hasRawRequestsUntil(T0 + 1), true);
+      assert.equal(await store.hasRawRequestsUpTo(firstSeq - 1), false);
+      assert.equal(await store.hasRawRequestsUpTo(firstSeq), true);
 
       // A build that throws writes nothing.
       await assert.rejects(store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, () => { throw new Error('no'); }, 0), /no/);
@@ -167,12 +171,22 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       };
       const first = await store.processRawRequests({ maxRequests: 10, maxMessages: 2 }, build, 0);
       assert.deepEqual([first.requests, first.results.length, first.results[0]?.status], [1, 1, 'accepted']);
+      assert.equal(await store.hasRawRequestsUpTo(firstSeq), false, 'the first is processed');
+      assert.equal(await store.hasRawRequestsUpTo(lastSeq), true);
+      assert.equal(await store.highestRawSeq(), lastSeq);
       const rest = await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0);
       assert.equal(rest.requests, 2);
       assert.deepEqual(seen, [[1], [2, 3]], 'in seq order, each once');
       assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 0);
       assert.deepEqual(await store.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });
       assert.equal((await store.listRecentMessages(source.id, 10)).length, 3);
+      assert.equal(await store.highestRawSeq(), 0, 'none left');
+
+      // Processing emptied the table: the next request's seq is still above every seq before.
+      await store.appendRawRequests([raw(4)]);
+      assert.ok((await store.highestRawSeq()) > lastSeq, 'a seq is never handed out twice');
+      assert.equal(await store.hasRawRequestsUpTo(lastSeq), false);
+      assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 1);
     });
 
     it('leases due deliveries, and gives them out again once the lease expires', async () => {

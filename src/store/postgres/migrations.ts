@@ -264,6 +264,18 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX raw_requests_by_time ON raw_requests (received_at, message_count);
   `,
+  // 9 (schema version 8 here): each regulation records the highest raw
+  // request seq when it was stored, and its deletion waits for the raw rows up
+  // to it, instead of for those with received_at <= created_at: those two
+  // times come from the clocks of different nodes. A request stored before
+  // gets the highest seq of now, which is no lower than what it would have
+  // recorded (any raw row acknowledged before it and still unprocessed is
+  // here); it may wait for a few later requests too, never for fewer.
+  `
+  ALTER TABLE regulations ADD COLUMN raw_seq_mark bigint;
+  UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
+  ALTER TABLE regulations ALTER COLUMN raw_seq_mark SET NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

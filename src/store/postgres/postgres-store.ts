@@ -283,8 +283,12 @@ export class PostgresStore implements Store {
     return raw.rawBacklog(this.pool);
   }
 
-  async hasRawRequestsUntil(at: number): Promise<boolean> {
-    return raw.hasRawRequestsUntil(this.pool, at);
+  async highestRawSeq(): Promise<number> {
+    return raw.highestRawSeq(this.pool);
+  }
+
+  async hasRawRequestsUpTo(seq: number): Promise<boolean> {
+    return raw.hasRawRequestsUpTo(this.pool, seq);
   }
 
   async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {

@@ -75,8 +75,21 @@ export async function rawBacklog(pool: pg.Pool): Promise<RawBacklog> {
   return { requests: Number(row.requests), messages: Number(row.messages), oldestReceivedAt: row.oldest === null ? undefined : Number(row.oldest) };
 }
 
-export async function hasRawRequestsUntil(pool: pg.Pool, at: number): Promise<boolean> {
-  const { rows } = await pool.query(`SELECT 1 FROM raw_requests WHERE received_at <= $1 LIMIT 1`, [at]);
+/**
+ * The highest seq of a raw request stored and not yet processed, 0 when none
+ * is: see Store.highestRawSeq. Run by a statement whose snapshot follows the
+ * commit of every request acknowledged before it (READ COMMITTED: any
+ * statement that starts after); the identity never hands a seq out twice.
+ */
+export const HIGHEST_RAW_SEQ = `SELECT coalesce(max(seq), 0) AS seq FROM raw_requests`;
+
+export async function highestRawSeq(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ seq: string }>(HIGHEST_RAW_SEQ);
+  return Number(rows[0]!.seq);
+}
+
+export async function hasRawRequestsUpTo(pool: pg.Pool, seq: number): Promise<boolean> {
+  const { rows } = await pool.query(`SELECT 1 FROM raw_requests WHERE seq <= $1 LIMIT 1`, [seq]);
   return rows.length > 0;
 }
 

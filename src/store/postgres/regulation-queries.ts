@@ -18,6 +18,7 @@ import type {
 } from '../store.js';
 import { textColumn } from './connection.js';
 import { insertMessages } from './message-queries.js';
+import { HIGHEST_RAW_SEQ } from './raw-queries.js';
 import { type RegulationSourceRow, toRegulationSourceRecord } from '../rows.js';
 
 interface RegulationRow {
@@ -56,9 +57,14 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
   const effects = regulationEffects(regulation.regulationType);
   const at = regulation.createdAt;
   const subjects = userColumn(regulation.subjectIds);
+  // The mark is read by this statement, whose snapshot (READ COMMITTED)
+  // includes every raw request committed before it started, hence every one
+  // acknowledged before this request came in. Rows it misses are either
+  // processed (their messages are committed, and the steps erase them) or not
+  // yet committed, so not acknowledged yet.
   await client.query(
-    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
+    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, (${HIGHEST_RAW_SEQ}))`,
     [
       regulation.id,
       regulation.regulationType,
@@ -180,11 +186,11 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
 }
 
 export async function getRegulation(pool: pg.Pool, id: string): Promise<RegulationDetail | undefined> {
-  const { rows } = await pool.query<RegulationRow & { subject_ids: string[] }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
+  const { rows } = await pool.query<RegulationRow & { subject_ids: string[]; raw_seq_mark: string }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
   const row = rows[0];
   if (row === undefined) return undefined;
   const sources = await pool.query<RegulationSourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
-  return { ...toRecord(row, sources.rows.map(toRegulationSourceRecord)), subjectIds: row.subject_ids };
+  return { ...toRecord(row, sources.rows.map(toRegulationSourceRecord)), subjectIds: row.subject_ids, rawSeqMark: Number(row.raw_seq_mark) };
 }
 
 export async function listPendingRegulationSteps(pool: pg.Pool, limit: number): Promise<RegulationStepKey[]> {

@@ -263,6 +263,36 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX raw_requests_by_time ON raw_requests (received_at, message_count);
   `,
+  // 9: each regulation records the highest raw request seq when it was
+  // stored, and its deletion waits for the raw rows up to it (not for those
+  // with received_at <= created_at, which on PostgreSQL come from different
+  // nodes' clocks; one rule on both stores). raw_requests becomes
+  // AUTOINCREMENT so that a seq is never handed out twice: without it, a
+  // table emptied by processing starts again at 1, below the marks of
+  // deletions still waiting, which would then wait for requests that came
+  // after them. A request stored before gets the highest seq of now: no lower
+  // than what it would have recorded, so it waits for no fewer requests.
+  `
+  CREATE TABLE raw_requests_v9 (
+    seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_id      TEXT NOT NULL,
+    route          TEXT NOT NULL,
+    received_at    INTEGER NOT NULL,
+    ip             TEXT,
+    config_version INTEGER NOT NULL,
+    message_count  INTEGER NOT NULL,
+    headers        TEXT,
+    body           TEXT NOT NULL
+  );
+  INSERT INTO raw_requests_v9 (seq, source_id, route, received_at, ip, config_version, message_count, headers, body)
+    SELECT seq, source_id, route, received_at, ip, config_version, message_count, headers, body FROM raw_requests;
+  DROP TABLE raw_requests;
+  ALTER TABLE raw_requests_v9 RENAME TO raw_requests;
+  CREATE INDEX raw_requests_by_time ON raw_requests (received_at, message_count);
+
+  ALTER TABLE regulations ADD COLUMN raw_seq_mark INTEGER NOT NULL DEFAULT 0;
+  UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

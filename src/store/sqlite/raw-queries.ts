@@ -14,6 +14,9 @@ interface RawRow {
   body: string;
 }
 
+/** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
+export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)`;
+
 /** The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes. */
 export class RawQueries {
   private readonly insertRaw: Statement<unknown[]>;
@@ -21,7 +24,8 @@ export class RawQueries {
   private readonly range: Statement<[number, number], RawRow>;
   private readonly deleteUpTo: Statement<[number]>;
   private readonly backlog: Statement<[], { requests: number; messages: number; oldest: number | null }>;
-  private readonly until: Statement<[number]>;
+  private readonly highest: Statement<[], number>;
+  private readonly upTo: Statement<[number]>;
 
   constructor(
     private readonly db: Database,
@@ -35,7 +39,8 @@ export class RawQueries {
     this.range = db.prepare(`SELECT * FROM raw_requests WHERE seq BETWEEN ? AND ? ORDER BY seq`);
     this.deleteUpTo = db.prepare(`DELETE FROM raw_requests WHERE seq <= ?`);
     this.backlog = db.prepare(`SELECT count(*) AS requests, coalesce(sum(message_count), 0) AS messages, min(received_at) AS oldest FROM raw_requests`);
-    this.until = db.prepare(`SELECT 1 FROM raw_requests WHERE received_at <= ? LIMIT 1`).pluck();
+    this.highest = db.prepare<[], number>(`SELECT ${HIGHEST_RAW_SEQ}`).pluck();
+    this.upTo = db.prepare(`SELECT 1 FROM raw_requests WHERE seq <= ? LIMIT 1`).pluck();
   }
 
   /** Call inside a transaction. */
@@ -78,8 +83,13 @@ export class RawQueries {
     return { requests: row.requests, messages: row.messages, oldestReceivedAt: row.oldest ?? undefined };
   }
 
-  hasUntil(at: number): boolean {
-    return this.until.get(at) !== undefined;
+  /** See Store.highestRawSeq: AUTOINCREMENT never hands a seq out twice. */
+  highestSeq(): number {
+    return this.highest.get()!;
+  }
+
+  hasUpTo(seq: number): boolean {
+    return this.upTo.get(seq) !== undefined;
   }
 }
 

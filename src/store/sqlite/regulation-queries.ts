@@ -17,6 +17,7 @@ import type {
   SuppressionRecord,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
+import { HIGHEST_RAW_SEQ } from './raw-queries.js';
 import { type RegulationSourceRow, toRegulationSourceRecord } from '../rows.js';
 
 interface RegulationRow {
@@ -70,8 +71,8 @@ export class RegulationQueries {
     private readonly messages: MessageQueries,
   ) {
     this.insertRegulation = db.prepare(`
-      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ${HIGHEST_RAW_SEQ})`);
     this.insertSource = db.prepare(`
       INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at) VALUES (?, ?, ?, ?)`);
     this.suppress = db.prepare(`
@@ -179,11 +180,12 @@ export class RegulationQueries {
   }
 
   get(id: string): RegulationDetail | undefined {
-    const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string }) | undefined;
+    const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string; raw_seq_mark: number }) | undefined;
     if (row === undefined) return undefined;
     return {
       ...toRecord(row, this.sourcesOf.all(id).map(toRegulationSourceRecord)),
       subjectIds: JSON.parse(row.subject_ids) as string[],
+      rawSeqMark: row.raw_seq_mark,
     };
   }
 

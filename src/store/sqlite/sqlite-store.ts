@@ -331,8 +331,12 @@ export class SqliteStore implements Store {
     return this.raw.backlogNow();
   }
 
-  async hasRawRequestsUntil(at: number): Promise<boolean> {
-    return this.raw.hasUntil(at);
+  async highestRawSeq(): Promise<number> {
+    return this.raw.highestSeq();
+  }
+
+  async hasRawRequestsUpTo(seq: number): Promise<boolean> {
+    return this.raw.hasUpTo(seq);
   }
 
   async listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]> {
