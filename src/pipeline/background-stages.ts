@@ -62,7 +62,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   // Deletion steps wait until every raw request received before them is
-  // processed; catching up wakes them.
+  // processed; catching up wakes them (only when one waits).
   const processor = new RawProcessor({
     store,
     directory,
@@ -72,7 +72,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
     newMessageId,
     pollMs: PROCESSING_POLL_MS,
     onError,
-    onCaughtUp: () => regulations.wake(),
+    onCaughtUp: () => regulations.rawRequestsCaughtUp(),
   });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });

@@ -153,7 +153,7 @@ describe('processing raw requests (SQLite)', () => {
 
   it('a deletion waits for raw requests acknowledged before it, then erases their messages too', async () => {
     let regulations!: RegulationRunner;
-    const p = await processorOn(store, { onCaughtUp: () => regulations.wake() });
+    const p = await processorOn(store, { onCaughtUp: () => regulations.rawRequestsCaughtUp() });
     regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
     try {
       await store.appendRawRequests([rawCall('s', { userId: 'gone', event: 'A' }, { receivedAt: T0 }), rawCall('s', { userId: 'kept', event: 'A' }, { receivedAt: T0 })]);
@@ -163,7 +163,9 @@ describe('processing raw requests (SQLite)', () => {
       regulations.wake();
       await regulations.stop();
       assert.equal((await store.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
+      // A runner that polls once an hour: only the processing stage's catching up can wake it again.
       regulations = new RegulationRunner({ store, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+      regulations.start();
       p.processor.start();
       await eventually(async () => ((await store.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
     } finally {
@@ -172,6 +174,29 @@ describe('processing raw requests (SQLite)', () => {
     }
     const users = (await store.listRecentMessages('s', 10)).map((m) => m.userId);
     assert.deepEqual(users, ['kept'], 'the message of the deleted user, processed after the deletion was accepted, is erased');
+  });
+
+  it('catching up wakes the deletion runner only when a step waits for raw requests', async () => {
+    let lookups = 0;
+    const counted = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'listPendingRegulationSteps') lookups++;
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const regulations = new RegulationRunner({ store: counted, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+    const p = await processorOn(store, { onCaughtUp: () => regulations.rawRequestsCaughtUp() });
+    try {
+      // Not started (no first pass, no polls): only a wake would make it look for steps.
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'A' })]);
+      await p.drain();
+      await p.processor.stop(); // after the pass that found nothing left and called onCaughtUp
+      assert.equal(lookups, 0, 'nothing waits: catching up makes no pass');
+    } finally {
+      await regulations.stop();
+      await p.stop();
+    }
   });
 });
 
