@@ -86,24 +86,29 @@ export class RawProcessor {
     await this.loop.stop();
   }
 
-  /** Batches until none is left; yields between batches so that the loop's other work (ingest, with --workers 0) goes on. */
+  /**
+   * Batches until none is left; yields between batches so that the loop's
+   * other work (ingest, with --workers 0) goes on. A batch that took every
+   * raw request there was ends it without another (empty) transaction: one
+   * stored after it notifies `raw`, which makes another pass.
+   */
   private async drain(): Promise<void> {
     for (;;) {
       if (this.loop.isStopped) return;
-      const processed = await this.processBatch();
-      if (processed === 0) break;
+      const { requests, caughtUp } = await this.processBatch();
+      if (requests === 0 || caughtUp === true) break;
       await nextTurn();
     }
     this.options.onCaughtUp?.();
   }
 
-  private async processBatch(): Promise<number> {
+  private async processBatch(): Promise<{ requests: number; caughtUp: boolean | undefined }> {
     const { store, now } = this.options;
     for (let tries = 0; ; tries++) {
       try {
-        const { requests, results } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
+        const { requests, results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
         this.count(results);
-        return requests;
+        return { requests, caughtUp };
       } catch (error) {
         if (!(error instanceof ConfigBehind) || tries > 2) throw error;
         await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);
