@@ -31,7 +31,7 @@ function rawCall(sourceId: string, message: object, overrides: Partial<NewRawReq
 }
 
 /** A processor on `store` with its own directory and suppressions, none of which reload by themselves (no polls). */
-async function processorOn(store: Store, extra: { onCaughtUp?: () => void; onError?: (error: unknown) => void } = {}) {
+async function processorOn(store: Store, extra: { onCaughtUp?: () => void; onError?: (error: unknown) => void; gatherMs?: number } = {}) {
   const directory = new SourceDirectory(store, { pollMs: HOUR, onError: noError });
   const suppressions = new SuppressionList(store, { pollMs: HOUR, onError: noError });
   await directory.start();
@@ -174,6 +174,21 @@ describe('processing raw requests (SQLite)', () => {
     }
     const users = (await store.listRecentMessages('s', 10)).map((m) => m.userId);
     assert.deepEqual(users, ['kept'], 'the message of the deleted user, processed after the deletion was accepted, is erased');
+  });
+
+  it('with a gathering time, a raw commit\'s notification still makes a pass (no poll needed)', async () => {
+    const p = await processorOn(store, { gatherMs: 5 });
+    try {
+      p.processor.start();
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 10_000, 'the first pass');
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'A' })]);
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'B' })]);
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 10_000, 'processing after the notification');
+    } finally {
+      await p.stop();
+    }
+    const events = (await store.listRecentMessages('s', 10)).reverse().map((m) => (JSON.parse(m.body) as { event: string }).event);
+    assert.deepEqual(events, ['A', 'B']);
   });
 
   it('catching up wakes the deletion runner only when a step waits for raw requests', async () => {
