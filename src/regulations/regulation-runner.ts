@@ -31,6 +31,12 @@ export class RegulationRunner {
   private readonly loop: PassLoop;
   /** Failed tries per step, by "regulationId source id"; a step that runs is forgotten. */
   private readonly failures = new Map<string, number>();
+  /**
+   * Whether the last pass left a step waiting for raw requests to be
+   * processed (or ended in an error before it could tell): only then does
+   * the processing stage's catching up wake the runner.
+   */
+  private waitingForRaw = false;
 
   constructor(private readonly options: RegulationRunnerOptions) {
     this.loop = new PassLoop(() => this.pass(), options.pollMs, options.onError);
@@ -45,6 +51,16 @@ export class RegulationRunner {
     this.loop.wake();
   }
 
+  /**
+   * The processing stage caught up with the raw requests: wakes the runner
+   * when a step waits for them, or when a pass is under way (it may be
+   * finding one waiting right now: the wake makes it look once more). It
+   * runs each time processing catches up, so it must cost nothing otherwise.
+   */
+  rawRequestsCaughtUp(): void {
+    if (this.waitingForRaw || this.loop.isRunning) this.loop.wake();
+  }
+
   /** Stops polling and waits for the step under way, if any. */
   async stop(): Promise<void> {
     await this.loop.stop();
@@ -52,10 +68,20 @@ export class RegulationRunner {
 
   /** Runs pending steps until none is left but those that failed in this pass (tried again at the next poll). */
   private async pass(): Promise<void> {
-    const { store } = this.options;
-    const failedNow = new Set<string>();
     // Steps of requests that wait for raw requests to be processed; the processing stage wakes the runner when it catches up.
     const waiting = new Set<string>();
+    try {
+      await this.runPendingSteps(waiting);
+      this.waitingForRaw = waiting.size > 0;
+    } catch (error) {
+      this.waitingForRaw = true;
+      throw error;
+    }
+  }
+
+  private async runPendingSteps(waiting: Set<string>): Promise<void> {
+    const { store } = this.options;
+    const failedNow = new Set<string>();
     const regulations = new Map<string, RegulationDetail | undefined>();
     for (;;) {
       const steps = (await store.listPendingRegulationSteps(STEPS_PER_QUERY + failedNow.size + waiting.size)).filter(

@@ -78,6 +78,13 @@ export interface RawRequest extends NewRawRequest {
 export interface RawProcessed {
   readonly requests: number;
   readonly results: readonly AppendResult[];
+  /**
+   * True when the batch took every raw request there was, so the processor
+   * need not look again until notified (`raw`); a store that cannot tell
+   * leaves it undefined, and the processor then takes batches until one is
+   * empty.
+   */
+  readonly caughtUp?: boolean;
 }
 
 /** The raw requests not processed yet. */

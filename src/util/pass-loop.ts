@@ -45,6 +45,11 @@ export class PassLoop {
     })();
   }
 
+  /** Whether a pass is under way (or about to make one more). */
+  get isRunning(): boolean {
+    return this.running !== undefined;
+  }
+
   /** Whether `stop` was called: a long pass checks it between its steps. */
   get isStopped(): boolean {
     return this.stopped;

@@ -31,7 +31,7 @@ function rawCall(sourceId: string, message: object, overrides: Partial<NewRawReq
 }
 
 /** A processor on `store` with its own directory and suppressions, none of which reload by themselves (no polls). */
-async function processorOn(store: Store, extra: { onCaughtUp?: () => void; onError?: (error: unknown) => void } = {}) {
+async function processorOn(store: Store, extra: { onCaughtUp?: () => void; onError?: (error: unknown) => void; gatherMs?: number } = {}) {
   const directory = new SourceDirectory(store, { pollMs: HOUR, onError: noError });
   const suppressions = new SuppressionList(store, { pollMs: HOUR, onError: noError });
   await directory.start();
@@ -154,6 +154,44 @@ describe('processing raw requests (SQLite)', () => {
   it('a deletion waits for raw requests acknowledged before it, then erases their messages too, even when they were received "after" it', async () => {
     await deletionWaitsForEarlierRawRequests(store, store);
   });
+
+  it('with a gathering time, a raw commit\'s notification still makes a pass (no poll needed)', async () => {
+    const p = await processorOn(store, { gatherMs: 5 });
+    try {
+      p.processor.start();
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 10_000, 'the first pass');
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'A' })]);
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'B' })]);
+      await eventually(async () => ((await store.rawBacklog()).requests === 0 ? true : undefined), 10_000, 'processing after the notification');
+    } finally {
+      await p.stop();
+    }
+    const events = (await store.listRecentMessages('s', 10)).reverse().map((m) => (JSON.parse(m.body) as { event: string }).event);
+    assert.deepEqual(events, ['A', 'B']);
+  });
+
+  it('catching up wakes the deletion runner only when a step waits for raw requests', async () => {
+    let lookups = 0;
+    const counted = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'listPendingRegulationSteps') lookups++;
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const regulations = new RegulationRunner({ store: counted, now: () => T0 + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
+    const p = await processorOn(store, { onCaughtUp: () => regulations.rawRequestsCaughtUp() });
+    try {
+      // Not started (no first pass, no polls): only a wake would make it look for steps.
+      await store.appendRawRequests([rawCall('s', { userId: 'u', event: 'A' })]);
+      await p.drain();
+      await p.processor.stop(); // after the pass that found nothing left and called onCaughtUp
+      assert.equal(lookups, 0, 'nothing waits: catching up makes no pass');
+    } finally {
+      await regulations.stop();
+      await p.stop();
+    }
+  });
 });
 
 /**
@@ -166,10 +204,8 @@ describe('processing raw requests (SQLite)', () => {
 async function deletionWaitsForEarlierRawRequests(ingesting: Store, accepting: Store): Promise<void> {
   const ingestingClock = T0 + 5 * 60_000;
   const acceptingClock = T0;
-  let regulations!: RegulationRunner;
-  const newRunner = () => new RegulationRunner({ store: accepting, now: () => acceptingClock + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
-  const p = await processorOn(ingesting, { onCaughtUp: () => regulations.wake() });
-  regulations = newRunner();
+  let regulations: RegulationRunner | undefined;
+  const p = await processorOn(ingesting, { onCaughtUp: () => regulations?.rawRequestsCaughtUp() });
   try {
     await ingesting.appendRawRequests([
       rawCall('s', { userId: 'gone', event: 'A' }, { receivedAt: ingestingClock }),
@@ -194,14 +230,13 @@ async function deletionWaitsForEarlierRawRequests(ingesting: Store, accepting: S
     regulations = new RegulationRunner({ store: counted, now: () => acceptingClock + 10, newMessageId: () => 'delete-1', pollMs: HOUR, onError: noError });
     regulations.start();
     await eventually(() => (listings >= 2 ? true : undefined), 10_000, 'a whole pass of the runner');
-    await regulations.stop();
     assert.equal((await accepting.getRegulation('del-1'))?.status, 'INITIALIZED', 'the step waits while earlier raw requests are unprocessed');
     assert.equal((await ingesting.rawBacklog()).requests, 2);
-    regulations = newRunner();
+    // The runner polls once an hour: only the processing stage's catching up can wake it again.
     p.processor.start();
     await eventually(async () => ((await accepting.getRegulation('del-1'))?.status === 'FINISHED' ? true : undefined), 10_000, 'the deletion to finish');
   } finally {
-    await regulations.stop();
+    await regulations?.stop();
     await p.stop();
   }
   const users = (await accepting.listRecentMessages('s', 10)).map((m) => m.userId);

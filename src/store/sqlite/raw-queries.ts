@@ -59,23 +59,28 @@ export class RawQueries {
     limits: { readonly maxRequests: number; readonly maxMessages: number },
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
-  ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean } {
+  ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean; caughtUp: boolean } {
     let last: number | undefined;
     let count = 0;
     let messages = 0;
-    for (const row of this.oldest.iterate(limits.maxRequests)) {
-      if (count > 0 && messages + row.message_count > limits.maxMessages) break;
+    // Cut short by a limit (or exactly at one): rows may be left.
+    let cut = false;
+    for (const row of this.oldest.iterate(limits.maxRequests + 1)) {
+      if (count === limits.maxRequests || (count > 0 && messages + row.message_count > limits.maxMessages)) {
+        cut = true;
+        break;
+      }
       messages += row.message_count;
       last = row.seq;
       count++;
     }
-    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false };
+    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false, caughtUp: true };
     const taken = this.range.all(0, last).map(toRawRequest);
     const entries = build(taken).flat();
     const results = this.messages.appendInTransaction(entries, dedupeSince);
     this.deleteUpTo.run(taken[taken.length - 1]!.seq);
     const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
-    return { requests: taken.length, results, deliveriesAdded };
+    return { requests: taken.length, results, deliveriesAdded, caughtUp: !cut };
   }
 
   backlogNow(): RawBacklog {

@@ -324,7 +324,7 @@ export class SqliteStore implements Store {
       this.emit('messages');
       if (processed.deliveriesAdded) this.emit('deliveries');
     }
-    return { requests: processed.requests, results: processed.results };
+    return { requests: processed.requests, results: processed.results, caughtUp: processed.caughtUp };
   }
 
   async rawBacklog(): Promise<RawBacklog> {
