@@ -11,9 +11,11 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
+import { EngageRunner } from '../../src/engage/engage-runner.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SourceRecord, Store } from '../../src/store/store.js';
+import { newMessageId } from '../../src/util/ids.js';
 import type { BenchContext } from './bench-types.js';
 import { makeTempDir, registerCleanup, removeTempDir, spawnManaged } from './children.js';
 import { entryMaker } from './delivery-bodies.js';
@@ -28,6 +30,7 @@ import { waitForQuiet } from './wait-for-quiet.js';
 const SWITCHYARD_BIN = fileURLToPath(new URL('../../../bin/switchyard.js', import.meta.url));
 export const SHARED_SECRET = 'bench-shared-secret';
 export const PREFILL_CHUNK = 5_000;
+const ENGAGE_CATCH_UP_TIMEOUT_MS = 300_000;
 
 export interface Rig {
   readonly receiver: Receiver;
@@ -53,9 +56,23 @@ export interface Rig {
    * read beside a running Switchyard; undefined before Engage's first commit.
    */
   engageBacklog(): Promise<number | undefined>;
+  /**
+   * Lets Engage read every stored message, as a running Switchyard's Engage
+   * reads each message as it arrives: Engage's own runner (the one `serve`
+   * runs) works on the rig's store until its cursor is at the last message,
+   * writing the profiles and the cursor exactly as it would have. Delivery
+   * jobs are left untouched. Switchyard must be stopped.
+   */
+  catchUpEngage(): Promise<EngageCatchUp>;
   /** Runs `work` on a migrated store handle of the rig's store (closed after). Switchyard must be stopped. */
   withStore<T>(work: (store: Store) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+export interface EngageCatchUp {
+  /** Messages Engage read. */
+  readonly messages: number;
+  readonly seconds: number;
 }
 
 export interface PrefillFigures {
@@ -188,6 +205,34 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
           return rows[0]?.behind === null || rows[0] === undefined ? undefined : Number(rows[0].behind);
         } finally {
           await client.end();
+        }
+      },
+      async catchUpEngage() {
+        const store = openStore();
+        const started = performance.now();
+        const errors: unknown[] = [];
+        try {
+          await store.migrate();
+          const from = await store.getEngageCursor();
+          const runner = new EngageRunner({ store, now: Date.now, newMessageId, pollMs: 200, onError: (error) => errors.push(error) });
+          runner.start();
+          let cursor = from;
+          try {
+            const deadline = Date.now() + ENGAGE_CATCH_UP_TIMEOUT_MS;
+            for (;;) {
+              if (errors.length > 0) throw new Error('Engage failed while reading the prefilled messages', { cause: errors[0] });
+              cursor = await store.getEngageCursor();
+              if ((await store.listMessagesSince(cursor, 1)).length === 0) break;
+              if (Date.now() > deadline) throw new Error(`Engage had not read the prefilled messages after ${ENGAGE_CATCH_UP_TIMEOUT_MS / 1000} s (cursor ${cursor})`);
+              await new Promise((resolve) => setTimeout(resolve, 100));
+            }
+          } finally {
+            // Releases the Engage lease, so that the next server takes it at once.
+            await runner.stop();
+          }
+          return { messages: cursor - from, seconds: round((performance.now() - started) / 1000, 1) };
+        } finally {
+          await store.close();
         }
       },
       async withStore(work) {
