@@ -88,7 +88,7 @@ export async function insertMessages(
  * row twice in a statement); later sightings in the same call are decided
  * here exactly as one upsert per entry would decide them.
  */
-async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], dedupeSince: number): Promise<MessageStatus[]> {
+export async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], dedupeSince: number): Promise<MessageStatus[]> {
   const statuses: MessageStatus[] = entries.map((e) => e.status);
   const firsts = new Map<string, { index: number; sourceId: string; messageId: string }>();
   const later: Array<{ index: number; key: string }> = [];
