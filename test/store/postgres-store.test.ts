@@ -129,19 +129,24 @@ await describePostgres('PostgreSQL store', () => {
       const total = 300;
       // A minute no other test counts messages in.
       const DAY_LATER = T0 + 86_400_000;
+      // Bodies come back byte for byte: quotes, backslashes, \u0000 escapes, non-ASCII.
+      const odd = 'quote " backslash \\ nul \u0000 é 😀 [1,2] {"a":null}';
       // Request n holds two messages: its own id, and one that requests n and n + 1 share.
       const requests = Array.from({ length: total }, (_, n) => ({
-        sourceId: 'src_raw', route: 'batch', receivedAt: DAY_LATER + n, ip: undefined, configVersion: 1, messageCount: 2, headers: undefined,
-        body: JSON.stringify({ ids: [`own-${n}`, `shared-${n - (n % 2)}`] }),
+        sourceId: 'src_raw', route: 'batch', receivedAt: DAY_LATER + n, ip: undefined, configVersion: 1, messageCount: 2,
+        body: JSON.stringify({ ids: [`own-${n}`, `shared-${n - (n % 2)}`], odd }),
+        headers: n % 3 === 0 ? JSON.stringify({ odd }) : undefined,
       }));
       await Promise.all([a.appendRawRequests(requests.slice(0, total / 2)), b.appendRawRequests(requests.slice(total / 2))]);
       const built: string[] = [];
       const results: Array<{ seq: number; status: string; messageId: string }> = [];
-      const build = (rows: readonly { body: string; receivedAt: number }[]) =>
+      const build = (rows: readonly { body: string; headers: string | undefined; receivedAt: number }[]) =>
         rows.map((row) => {
           built.push(row.body);
+          const n = row.receivedAt - DAY_LATER;
+          assert.equal(row.headers, requests[n]!.headers);
           const { ids } = JSON.parse(row.body) as { ids: string[] };
-          return ids.map((messageId) => storeEntry('src_raw', { messageId, receivedAt: row.receivedAt, body: JSON.stringify({ messageId }), destinations: ['webhooks'] }));
+          return ids.map((messageId) => storeEntry('src_raw', { messageId, receivedAt: row.receivedAt, body: JSON.stringify({ messageId, odd }), destinations: ['webhooks'] }));
         });
       // Three processing loops per node, each on its own pooled connection.
       const loop = async (store: Store): Promise<void> => {
@@ -159,7 +164,7 @@ await describePostgres('PostgreSQL store', () => {
       await Promise.all([loop(a), loop(a), loop(a), loop(b), loop(b), loop(b)]);
 
       assert.equal(built.length, total, 'every raw request processed once');
-      assert.equal(new Set(built).size, total);
+      assert.deepEqual(new Set(built), new Set(requests.map((r) => r.body)));
       assert.deepEqual(await a.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });
       const accepted = results.filter((r) => r.status === 'accepted');
       assert.equal(results.length, total * 2);
@@ -168,7 +173,7 @@ await describePostgres('PostgreSQL store', () => {
 
       const stored = new Map((await a.listRecentMessages('src_raw', 1_000)).map((m) => [m.seq, m]));
       for (const result of results) {
-        assert.equal(stored.get(result.seq)?.body, JSON.stringify({ messageId: result.messageId }), 'each result names its own message');
+        assert.equal(stored.get(result.seq)?.body, JSON.stringify({ messageId: result.messageId, odd }), 'each result names its own message');
         assert.equal(stored.get(result.seq)?.status, result.status);
       }
       const jobs = await a.listDeliveries({ sourceId: 'src_raw', limit: 1_000 });
