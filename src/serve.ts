@@ -126,8 +126,6 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     maxBacklog: MAX_COMMIT_BACKLOG,
     maxBacklogBytes: MAX_COMMIT_BACKLOG_BYTES,
     maxBacklogRequests: MAX_COMMIT_BACKLOG_REQUESTS,
-    // A multi-node store (PostgreSQL) takes concurrent writers; SQLite has one.
-    maxConcurrentCommits: store.capabilities.multiNode ? 2 : 1,
     onCommit: (entries, ms) => {
       metrics.groupCommitSize.observe(entries);
       metrics.groupCommitSeconds.observe(ms / 1000);

@@ -30,8 +30,7 @@ export class GroupCommitter {
   private queue: Waiter[] = [];
   private queuedEntries = 0;
   private queuedBytes = 0;
-  /** Commits under way. */
-  private committing = 0;
+  private committing = false;
   private scheduled = false;
 
   constructor(
@@ -46,13 +45,6 @@ export class GroupCommitter {
       /** The same bound in requests, for many small ones (each holds its request and reply). */
       readonly maxBacklogRequests: number;
       readonly onCommit?: (entries: number, durationMs: number) => void;
-      /**
-       * Commits that may be under way at once (default 1). A store that
-       * commits concurrent writers in parallel (PostgreSQL: one connection
-       * each, their WAL flushes shared) takes the next batch while one
-       * waits for its flush; SQLite has one writer, so one.
-       */
-      readonly maxConcurrentCommits?: number;
     },
   ) {}
 
@@ -93,7 +85,7 @@ export class GroupCommitter {
   }
 
   private schedule(): void {
-    if (this.committing >= (this.options.maxConcurrentCommits ?? 1) || this.scheduled) return;
+    if (this.committing || this.scheduled) return;
     this.scheduled = true;
     // setImmediate: requests parsed in this turn join the same commit.
     setImmediate(() => {
@@ -103,8 +95,8 @@ export class GroupCommitter {
   }
 
   private async flush(): Promise<void> {
-    if (this.committing >= (this.options.maxConcurrentCommits ?? 1) || this.queue.length === 0) return;
-    this.committing++;
+    if (this.committing || this.queue.length === 0) return;
+    this.committing = true;
     const batch = this.takeBatch();
     const requests = batch.map((w) => w.request);
     const started = performance.now();
@@ -117,7 +109,7 @@ export class GroupCommitter {
     } catch (error) {
       for (const waiter of batch) waiter.reject(error);
     } finally {
-      this.committing--;
+      this.committing = false;
       if (this.queue.length > 0) this.schedule();
     }
   }

@@ -132,39 +132,4 @@ describe('ingest admission control (GroupCommitter backlog bound)', () => {
     assert.equal(all.ids.size, 5);
     assert.equal(all.ids.has('refused'), false);
   });
-
-  it('has at most maxConcurrentCommits commits under way, each request in exactly one', async () => {
-    for (const limit of [1, 2]) {
-      let underWay = 0;
-      let most = 0;
-      const gates: Array<() => void> = [];
-      const calls: number[] = [];
-      const store = {
-        appendRawRequests: async (requests: readonly NewRawRequest[]): Promise<void> => {
-          underWay++;
-          most = Math.max(most, underWay);
-          calls.push(requests.length);
-          await new Promise<void>((resolve) => gates.push(resolve));
-          await sqlite.appendRawRequests(requests);
-          underWay--;
-        },
-      };
-      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000, maxConcurrentCommits: limit });
-      const all: Array<Promise<void>> = [];
-      // Three turns of requests, the commits held until all are queued.
-      for (let turn = 0; turn < 3; turn++) {
-        all.push(committer.commit(entries(1, `${limit}-${turn}-a`)), committer.commit(entries(1, `${limit}-${turn}-b`)));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      assert.equal(gates.length, limit, 'commits started while the first is under way');
-      while (underWay > 0 || calls.reduce((sum, n) => sum + n, 0) < 6) {
-        gates.shift()?.();
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      await Promise.all(all);
-      assert.equal(most, limit);
-      const { ids } = await stored();
-      assert.equal(ids.size, 6, 'every request stored once');
-    }
-  });
 });
