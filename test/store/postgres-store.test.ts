@@ -124,6 +124,65 @@ await describePostgres('PostgreSQL store', () => {
       assert.equal(claimed.length, total, 'every delivery leased once');
     });
 
+    it('processes each raw request on one node only, with its duplicates, delivery jobs and counts lined up', async () => {
+      await addSource(a, 'src_raw');
+      const total = 300;
+      // A minute no other test counts messages in.
+      const DAY_LATER = T0 + 86_400_000;
+      // Bodies come back byte for byte: quotes, backslashes, \u0000 escapes, non-ASCII.
+      const odd = 'quote " backslash \\ nul \u0000 é 😀 [1,2] {"a":null}';
+      // Request n holds two messages: its own id, and one that requests n and n + 1 share.
+      const requests = Array.from({ length: total }, (_, n) => ({
+        sourceId: 'src_raw', route: 'batch', receivedAt: DAY_LATER + n, ip: undefined, configVersion: 1, messageCount: 2,
+        body: JSON.stringify({ ids: [`own-${n}`, `shared-${n - (n % 2)}`], odd }),
+        headers: n % 3 === 0 ? JSON.stringify({ odd }) : undefined,
+      }));
+      await Promise.all([a.appendRawRequests(requests.slice(0, total / 2)), b.appendRawRequests(requests.slice(total / 2))]);
+      const built: string[] = [];
+      const results: Array<{ seq: number; status: string; messageId: string }> = [];
+      const build = (rows: readonly { body: string; headers: string | undefined; receivedAt: number }[]) =>
+        rows.map((row) => {
+          built.push(row.body);
+          const n = row.receivedAt - DAY_LATER;
+          assert.equal(row.headers, requests[n]!.headers);
+          const { ids } = JSON.parse(row.body) as { ids: string[] };
+          return ids.map((messageId) => storeEntry('src_raw', { messageId, receivedAt: row.receivedAt, body: JSON.stringify({ messageId, odd }), destinations: ['webhooks'] }));
+        });
+      // Three processing loops per node, each on its own pooled connection.
+      const loop = async (store: Store): Promise<void> => {
+        for (;;) {
+          const ids: string[] = [];
+          const processed = await store.processRawRequests({ maxRequests: 7, maxMessages: 10 }, (rows) => {
+            const entries = build(rows);
+            ids.push(...entries.flat().map((e) => e.messageId!));
+            return entries;
+          }, 0);
+          if (processed.requests === 0) return;
+          processed.results.forEach((result, i) => results.push({ ...result, messageId: ids[i]! }));
+        }
+      };
+      await Promise.all([loop(a), loop(a), loop(a), loop(b), loop(b), loop(b)]);
+
+      assert.equal(built.length, total, 'every raw request processed once');
+      assert.deepEqual(new Set(built), new Set(requests.map((r) => r.body)));
+      assert.deepEqual(await a.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });
+      const accepted = results.filter((r) => r.status === 'accepted');
+      assert.equal(results.length, total * 2);
+      assert.equal(accepted.length, total + total / 2, 'each shared id accepted once, the other sighting a duplicate');
+      assert.equal(new Set(accepted.map((r) => r.messageId)).size, accepted.length);
+
+      const stored = new Map((await a.listRecentMessages('src_raw', 1_000)).map((m) => [m.seq, m]));
+      for (const result of results) {
+        assert.equal(stored.get(result.seq)?.body, JSON.stringify({ messageId: result.messageId, odd }), 'each result names its own message');
+        assert.equal(stored.get(result.seq)?.status, result.status);
+      }
+      const jobs = await a.listDeliveries({ sourceId: 'src_raw', limit: 1_000 });
+      assert.deepEqual(jobs.map((job) => job.messageSeq).sort((x, y) => x - y), accepted.map((r) => r.seq).sort((x, y) => x - y), 'one job per accepted message');
+      const counted = (await a.trafficSince(DAY_LATER - 60_000)).filter((c) => c.metric === 'messages' && c.minute <= DAY_LATER + total);
+      assert.equal(counted.filter((c) => c.status === 'accepted').reduce((sum, c) => sum + c.count, 0), accepted.length);
+      assert.equal(counted.filter((c) => c.status === 'duplicate').reduce((sum, c) => sum + c.count, 0), total / 2);
+    });
+
     it('lines up seqs with entries in a large append', async () => {
       await addSource(a, 'src_seqs');
       const entries = Array.from({ length: 1_000 }, (_, i) =>

@@ -21,8 +21,19 @@ const TOPIC_OF_CHANNEL = new Map<string, StoreTopic>(
 
 /** `SELECT pg_notify(…)` for the given topics, sent as one statement. */
 export function notifyStatement(topics: readonly StoreTopic[], nodeId: string): { text: string; values: string[] } {
-  const calls = topics.map((topic, i) => `pg_notify($${i + 2}, $1)`);
-  return { text: `SELECT ${calls.join(', ')}`, values: [nodeId, ...topics.map((topic) => CHANNELS[topic])] };
+  const { calls, values } = notifyCalls(topics, nodeId, 0);
+  return { text: `SELECT ${calls}`, values };
+}
+
+/**
+ * The `pg_notify(…)` calls for the given topics, to put in a select list of
+ * a bigger statement: their parameters are numbered after the statement's
+ * own `parametersBefore`, and their values go after the statement's.
+ */
+export function notifyCalls(topics: readonly StoreTopic[], nodeId: string, parametersBefore: number): { calls: string; values: string[] } {
+  const node = `$${parametersBefore + 1}`;
+  const calls = topics.map((topic, i) => `pg_notify($${parametersBefore + i + 2}, ${node})`);
+  return { calls: calls.join(', '), values: [nodeId, ...topics.map((topic) => CHANNELS[topic])] };
 }
 
 const RECONNECT_MIN_MS = 100;

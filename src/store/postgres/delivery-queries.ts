@@ -92,8 +92,10 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
       a.durationMs.push(Math.round(attempt.durationMs));
     }
   }
-  await pool.query(
-    `WITH o AS (
+  await pool.query({
+    // Named: prepared once per connection (see raw-queries.ts); it returns no rows.
+    name: 'switchyard_finish_deliveries',
+    text: `WITH o AS (
        SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
          AS o(id, owner, kind, at, first_attempt_at, next_attempt_at, retry_urls, last_error)),
      finished AS (
@@ -121,8 +123,8 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
        WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, ord)
      WHERE a.delivery_id IN (SELECT id FROM finished)
      ORDER BY a.ord`,
-    [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
-  );
+    values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
+  });
 }
 
 export async function nextDeliveryDueAt(pool: pg.Pool): Promise<number | undefined> {

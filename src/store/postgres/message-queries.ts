@@ -88,7 +88,7 @@ export async function insertMessages(
  * row twice in a statement); later sightings in the same call are decided
  * here exactly as one upsert per entry would decide them.
  */
-async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], dedupeSince: number): Promise<MessageStatus[]> {
+export async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], dedupeSince: number): Promise<MessageStatus[]> {
   const statuses: MessageStatus[] = entries.map((e) => e.status);
   const firsts = new Map<string, { index: number; sourceId: string; messageId: string }>();
   const later: Array<{ index: number; key: string }> = [];
@@ -108,14 +108,16 @@ async function dedupe(client: pg.ClientBase, entries: readonly IngestEntry[], de
   );
   // An expired key is taken over, so the upsert returns a row exactly when
   // the messageId was not seen within the window.
-  const fresh = await client.query<{ source_id: string; message_id: string }>(
-    `INSERT INTO dedupe_keys (source_id, message_id, seen_at)
+  const fresh = await client.query<{ source_id: string; message_id: string }>({
+    // Named: prepared once per connection (see raw-queries.ts).
+    name: 'switchyard_dedupe',
+    text: `INSERT INTO dedupe_keys (source_id, message_id, seen_at)
      SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
      ON CONFLICT (source_id, message_id) DO UPDATE SET seen_at = excluded.seen_at
      WHERE dedupe_keys.seen_at < $4
      RETURNING source_id, message_id`,
-    [rows.map((r) => r.sourceId), rows.map((r) => r.messageId), rows.map((r) => entries[r.index]!.receivedAt), dedupeSince],
-  );
+    values: [rows.map((r) => r.sourceId), rows.map((r) => r.messageId), rows.map((r) => entries[r.index]!.receivedAt), dedupeSince],
+  });
   const freshKeys = new Set(fresh.rows.map((row) => dedupeKey(row.source_id, row.message_id)));
   // What each key's seen_at now is; a key that was not taken over was seen
   // within the window, which later sightings in this call cannot change.

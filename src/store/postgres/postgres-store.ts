@@ -254,10 +254,8 @@ export class PostgresStore implements Store {
 
   async appendRawRequests(requests: readonly NewRawRequest[]): Promise<void> {
     if (requests.length === 0) return;
-    await this.write(async (client) => {
-      await raw.appendRawRequests(client, requests);
-      return { value: undefined, topics: ['raw'] };
-    });
+    await raw.appendRawRequests(this.pool, requests, this.nodeId);
+    this.emit('raw');
   }
 
   async processRawRequests(
@@ -265,18 +263,13 @@ export class PostgresStore implements Store {
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
   ): Promise<RawProcessed> {
-    return this.write(async (client) => {
-      const { requests, results, entries, deliveriesAdded } = await raw.processRawRequests(client, limits, build, dedupeSince);
-      if (results.length > 0) {
-        await traffic.addTraffic(
-          client,
-          'messages',
-          results.map((result, i) => ({ at: entries[i]!.receivedAt, status: result.status })),
-        );
-      }
-      const topics: StoreTopic[] = requests === 0 ? [] : deliveriesAdded ? ['messages', 'deliveries'] : ['messages'];
-      return { value: { requests, results }, topics };
-    });
+    // The transaction's last statement notifies (no round trip of its own, as write() would take).
+    const topicsOf = (deliveriesAdded: boolean): StoreTopic[] => (deliveriesAdded ? ['messages', 'deliveries'] : ['messages']);
+    const { requests, results, deliveriesAdded } = await inTransaction(this.pool, (client) =>
+      raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }),
+    );
+    if (requests > 0) for (const topic of topicsOf(deliveriesAdded)) this.emit(topic);
+    return { requests, results };
   }
 
   async rawBacklog(): Promise<RawBacklog> {

@@ -1,8 +1,23 @@
 // The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes.
 import type pg from 'pg';
-import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
+import { tally } from '../../domain/traffic.js';
+import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest, StoreTopic } from '../store.js';
+import { notifyCalls } from './change-listener.js';
 import { textColumn } from './connection.js';
-import { appendMessages } from './message-queries.js';
+import { dedupe } from './message-queries.js';
+import { TRAFFIC_SHARDS } from './traffic-queries.js';
+
+/**
+ * The hot statements here are named, so each pooled connection parses and
+ * plans them once (a prepared statement) instead of on every call. A named
+ * statement lists its result columns: a prepared `*` would fail once a
+ * migration adds a column under a running node.
+ *
+ * Bodies (and headers) go in as one JSON array, not a `text[]`: pg's
+ * array literal escapes each element with two regular expressions, ~6x the
+ * CPU of JSON.stringify, and a batch's bodies are tens of KB.
+ */
+const RAW_COLUMNS = 'r.seq, r.source_id, r.route, r.received_at, r.ip, r.config_version, r.message_count, r.headers, r.body';
 
 interface RawRow {
   seq: string;
@@ -16,55 +31,146 @@ interface RawRow {
   body: string;
 }
 
-/** One statement whatever their number, in the caller's transaction. */
-export async function appendRawRequests(client: pg.ClientBase, requests: readonly NewRawRequest[]): Promise<void> {
-  await client.query(
-    `INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::int[], $7::text[], $8::text[])`,
-    [
+/**
+ * One statement whatever their number, committed on its own: no BEGIN and
+ * COMMIT round trips (a statement outside a transaction is one). It also
+ * sends the `raw` notification, delivered at that commit.
+ */
+export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRawRequest[], nodeId: string): Promise<void> {
+  const notify = notifyCalls(['raw'], nodeId, 8);
+  const { rows } = await pool.query<{ inserted: number }>({
+    name: 'switchyard_append_raw',
+    text: `WITH inserted AS (
+       INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
+       SELECT * FROM ROWS FROM (
+         unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::int[]),
+         json_array_elements_text($7::json), json_array_elements_text($8::json))
+       RETURNING 1)
+     SELECT (SELECT count(*)::int FROM inserted) AS inserted, ${notify.calls}`,
+    values: [
       requests.map((r) => r.sourceId),
       requests.map((r) => r.route),
       requests.map((r) => r.receivedAt),
       requests.map((r) => textColumn(r.ip)),
       requests.map((r) => r.configVersion),
       requests.map((r) => r.messageCount),
-      requests.map((r) => textColumn(r.headers)),
-      requests.map((r) => r.body),
+      JSON.stringify(requests.map((r) => textColumn(r.headers))),
+      JSON.stringify(requests.map((r) => r.body)),
+      ...notify.values,
     ],
-  );
+  });
+  if (rows[0]?.inserted !== requests.length) throw new Error(`stored ${rows[0]?.inserted} raw requests of ${requests.length}`);
 }
 
 /**
  * Takes the oldest raw rows no other node holds (`FOR UPDATE SKIP LOCKED`:
  * a node processing a row keeps it locked until its commit deletes it, so
  * no two nodes ever process one row), stores their messages and deletes
- * them, in the caller's transaction.
+ * them, in the caller's transaction. Three statements whatever their number
+ * (two when no entry needs de-duplication): take, de-duplicate, and one that
+ * writes the messages, their delivery jobs and traffic counts, deletes the
+ * raw rows and notifies `topics(…)` (delivered at the caller's commit).
  */
 export async function processRawRequests(
   client: pg.ClientBase,
   limits: { readonly maxRequests: number; readonly maxMessages: number },
   build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
   dedupeSince: number,
-): Promise<{ requests: number; results: AppendResult[]; entries: readonly IngestEntry[]; deliveriesAdded: boolean }> {
-  // Sizes first, bodies only of the rows taken: a batch's row is tens of KB.
-  const { rows } = await client.query<{ seq: number; message_count: number }>(
-    `SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-    [limits.maxRequests],
-  );
-  const seqs: number[] = [];
-  let messages = 0;
-  for (const row of rows) {
-    if (seqs.length > 0 && messages + row.message_count > limits.maxMessages) break;
-    messages += row.message_count;
-    seqs.push(Number(row.seq));
+  notify: { readonly nodeId: string; readonly topics: (deliveriesAdded: boolean) => readonly StoreTopic[] },
+): Promise<{ requests: number; results: AppendResult[]; deliveriesAdded: boolean }> {
+  // Locks up to maxRequests rows, but reads the bodies (a batch's row is
+  // tens of KB) only of those taken: the oldest, as many as fit in
+  // maxMessages, at least one. The rest stay locked until the commit.
+  const taken = await client.query<RawRow>({
+    name: 'switchyard_take_raw',
+    text: `WITH locked AS (
+       SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED),
+     sized AS (
+       SELECT seq, row_number() OVER (ORDER BY seq) AS n, sum(message_count) OVER (ORDER BY seq) AS upto FROM locked)
+     SELECT ${RAW_COLUMNS} FROM sized JOIN raw_requests r USING (seq)
+     WHERE sized.n = 1 OR sized.upto <= $2
+     ORDER BY r.seq`,
+    values: [limits.maxRequests, limits.maxMessages],
+  });
+  if (taken.rows.length === 0) return { requests: 0, results: [], deliveriesAdded: false };
+  const requests = taken.rows.map(toRawRequest);
+  const entries = build(requests).flat();
+  const statuses = await dedupe(client, entries, dedupeSince);
+
+  const jobs = { entries: [] as number[], sourceIds: [] as string[], destinations: [] as string[], at: [] as number[] };
+  entries.forEach((entry, i) => {
+    if (statuses[i] !== 'accepted') return;
+    for (const destination of entry.destinations) {
+      jobs.entries.push(i + 1);
+      jobs.sourceIds.push(entry.sourceId);
+      jobs.destinations.push(destination);
+      jobs.at.push(entry.receivedAt);
+    }
+  });
+  const deliveriesAdded = jobs.entries.length > 0;
+  const counts = tally(entries.map((entry, i) => ({ at: entry.receivedAt, status: statuses[i]! })));
+  const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 16);
+  // ORDER BY ord makes the identity hand out seqs in the order of `entries`,
+  // so the n-th smallest seq is the n-th entry's: the delivery jobs name
+  // their entry by its position, and the returned seqs, sorted, line up.
+  const { rows } = await client.query<{ seqs: number[] | null; jobs: number; deleted: number }>({
+    name: `switchyard_process_raw_${notify.topics(deliveriesAdded).join('_')}`,
+    text: `WITH stored AS (
+       INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
+       SELECT source_id, status, reason, type, message_id, user_id, received_at, body
+       FROM ROWS FROM (
+         unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]), json_array_elements_text($8::json))
+         WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, ord)
+       ORDER BY ord
+       RETURNING seq),
+     numbered AS (
+       SELECT seq, row_number() OVER (ORDER BY seq) AS ord FROM stored),
+     queued AS (
+       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
+       SELECT j.source_id, numbered.seq, j.destination, 'pending', j.at, j.at, j.at
+       FROM unnest($9::bigint[], $10::text[], $11::text[], $12::bigint[]) WITH ORDINALITY AS j(entry, source_id, destination, at, ord)
+         JOIN numbered ON numbered.ord = j.entry
+       ORDER BY j.ord
+       RETURNING 1),
+     deleted AS (
+       DELETE FROM raw_requests WHERE seq = ANY($13::bigint[]) RETURNING 1),
+     counted AS (
+       INSERT INTO traffic_minutes (minute, metric, status, shard, count)
+       SELECT minute, 'messages', status, pg_backend_pid() % ${TRAFFIC_SHARDS}, count
+       FROM unnest($14::bigint[], $15::text[], $16::bigint[]) AS c(minute, status, count)
+       ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count)
+     SELECT (SELECT array_agg(seq ORDER BY seq) FROM stored) AS seqs,
+       (SELECT count(*)::int FROM queued) AS jobs,
+       (SELECT count(*)::int FROM deleted) AS deleted${notified.calls === '' ? '' : `, ${notified.calls}`}`,
+    values: [
+      entries.map((e) => e.sourceId),
+      statuses,
+      entries.map((e) => textColumn(e.reason)),
+      entries.map((e) => textColumn(e.type)),
+      entries.map((e) => textColumn(e.messageId)),
+      entries.map((e) => textColumn(e.userId)),
+      entries.map((e) => e.receivedAt),
+      JSON.stringify(entries.map((e) => e.body)),
+      jobs.entries,
+      jobs.sourceIds,
+      jobs.destinations,
+      jobs.at,
+      requests.map((r) => r.seq),
+      counts.map((c) => c.minute),
+      counts.map((c) => c.status),
+      counts.map((c) => c.count),
+      ...notified.values,
+    ],
+  });
+  const row = rows[0]!;
+  const seqs = (row.seqs ?? []).map(Number);
+  // The rows are locked by this transaction, so every one is there to delete.
+  if (seqs.length !== entries.length || row.jobs !== jobs.entries.length || row.deleted !== requests.length) {
+    throw new Error(
+      `processing stored ${seqs.length} messages of ${entries.length}, ${row.jobs} delivery jobs of ${jobs.entries.length}, deleted ${row.deleted} raw requests of ${requests.length}`,
+    );
   }
-  if (seqs.length === 0) return { requests: 0, results: [], entries: [], deliveriesAdded: false };
-  const bodies = await client.query<RawRow>(`SELECT * FROM raw_requests WHERE seq = ANY($1::bigint[]) ORDER BY seq`, [seqs]);
-  const taken = bodies.rows.map(toRawRequest);
-  const entries = build(taken).flat();
-  const { results, deliveriesAdded } = entries.length === 0 ? { results: [], deliveriesAdded: false } : await appendMessages(client, entries, dedupeSince);
-  await client.query(`DELETE FROM raw_requests WHERE seq = ANY($1::bigint[])`, [seqs]);
-  return { requests: taken.length, results, entries, deliveriesAdded };
+  return { requests: requests.length, results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded };
 }
 
 export async function rawBacklog(pool: pg.Pool): Promise<RawBacklog> {
