@@ -1,6 +1,6 @@
 /**
- * Rows of the sources, destinations, messages, deliveries, delivery_attempts
- * and regulation_sources tables as both adapters read them (the same column names and, once the
+ * Rows of the sources, destinations, messages, deliveries, delivery_attempts,
+ * raw_requests and regulation_sources tables as both adapters read them (the same column names and, once the
  * PostgreSQL adapter has parsed int8, the same types), and their mapping to
  * the records of the Store interface.
  */
@@ -13,6 +13,7 @@ import type {
   DeliveryRecord,
   DeliveryStatus,
   DestinationRecord,
+  RawRequest,
   RegulationSourceRecord,
   ReplayRecord,
   ReplayStatus,
@@ -213,4 +214,30 @@ export interface RegulationSourceRow {
 
 export function toRegulationSourceRecord(row: RegulationSourceRow): RegulationSourceRecord {
   return { sourceId: row.source_id, status: row.status, error: row.error ?? undefined, updatedAt: row.updated_at };
+}
+
+export interface RawRequestRow {
+  seq: number;
+  source_id: string;
+  route: string;
+  received_at: number;
+  ip: string | null;
+  config_version: number;
+  message_count: number;
+  headers: string | null;
+  body: string;
+}
+
+export function toRawRequest(row: RawRequestRow): RawRequest {
+  return {
+    seq: row.seq,
+    sourceId: row.source_id,
+    route: row.route,
+    receivedAt: row.received_at,
+    ip: row.ip ?? undefined,
+    configVersion: row.config_version,
+    messageCount: row.message_count,
+    headers: row.headers ?? undefined,
+    body: row.body,
+  };
 }

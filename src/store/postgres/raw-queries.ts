@@ -3,8 +3,9 @@ import type pg from 'pg';
 import { tally } from '../../domain/traffic.js';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest, StoreTopic } from '../store.js';
 import { notifyCalls } from './change-listener.js';
+import { type RawRequestRow, toRawRequest } from '../rows.js';
 import { textColumn } from './connection.js';
-import { dedupe } from './message-queries.js';
+import { dedupe, MESSAGE_ROWS, messageColumns } from './message-queries.js';
 import { TRAFFIC_SHARDS } from './traffic-queries.js';
 
 /**
@@ -18,18 +19,6 @@ import { TRAFFIC_SHARDS } from './traffic-queries.js';
  * CPU of JSON.stringify, and a batch's bodies are tens of KB.
  */
 const RAW_COLUMNS = 'r.seq, r.source_id, r.route, r.received_at, r.ip, r.config_version, r.message_count, r.headers, r.body';
-
-interface RawRow {
-  seq: string;
-  source_id: string;
-  route: string;
-  received_at: string;
-  ip: string | null;
-  config_version: string;
-  message_count: number;
-  headers: string | null;
-  body: string;
-}
 
 /**
  * One statement whatever their number, committed on its own: no BEGIN and
@@ -81,7 +70,7 @@ export async function processRawRequests(
   // Locks up to maxRequests rows, but reads the bodies (a batch's row is
   // tens of KB) only of those taken: the oldest, as many as fit in
   // maxMessages, at least one. The rest stay locked until the commit.
-  const taken = await client.query<RawRow>({
+  const taken = await client.query<RawRequestRow>({
     name: 'switchyard_take_raw',
     text: `WITH locked AS (
        SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED),
@@ -118,9 +107,7 @@ export async function processRawRequests(
     text: `WITH stored AS (
        INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
        SELECT source_id, status, reason, type, message_id, user_id, received_at, body
-       FROM ROWS FROM (
-         unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]), json_array_elements_text($8::json))
-         WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, ord)
+       FROM ${MESSAGE_ROWS}
        ORDER BY ord
        RETURNING seq),
      numbered AS (
@@ -143,14 +130,7 @@ export async function processRawRequests(
        (SELECT count(*)::int FROM queued) AS jobs,
        (SELECT count(*)::int FROM deleted) AS deleted${notified.calls === '' ? '' : `, ${notified.calls}`}`,
     values: [
-      entries.map((e) => e.sourceId),
-      statuses,
-      entries.map((e) => textColumn(e.reason)),
-      entries.map((e) => textColumn(e.type)),
-      entries.map((e) => textColumn(e.messageId)),
-      entries.map((e) => textColumn(e.userId)),
-      entries.map((e) => e.receivedAt),
-      JSON.stringify(entries.map((e) => e.body)),
+      ...messageColumns(entries, statuses),
       jobs.entries,
       jobs.sourceIds,
       jobs.destinations,
@@ -197,18 +177,4 @@ export async function highestRawSeq(pool: pg.Pool): Promise<number> {
 export async function hasRawRequestsUpTo(pool: pg.Pool, seq: number): Promise<boolean> {
   const { rows } = await pool.query(`SELECT 1 FROM raw_requests WHERE seq <= $1 LIMIT 1`, [seq]);
   return rows.length > 0;
-}
-
-function toRawRequest(row: RawRow): RawRequest {
-  return {
-    seq: Number(row.seq),
-    sourceId: row.source_id,
-    route: row.route,
-    receivedAt: Number(row.received_at),
-    ip: row.ip ?? undefined,
-    configVersion: Number(row.config_version),
-    messageCount: row.message_count,
-    headers: row.headers ?? undefined,
-    body: row.body,
-  };
 }

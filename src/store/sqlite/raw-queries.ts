@@ -1,18 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
-
-interface RawRow {
-  seq: number;
-  source_id: string;
-  route: string;
-  received_at: number;
-  ip: string | null;
-  config_version: number;
-  message_count: number;
-  headers: string | null;
-  body: string;
-}
+import { type RawRequestRow, toRawRequest } from '../rows.js';
 
 /** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
 export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)`;
@@ -21,7 +10,7 @@ export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)
 export class RawQueries {
   private readonly insertRaw: Statement<unknown[]>;
   private readonly oldest: Statement<[number], { seq: number; message_count: number }>;
-  private readonly range: Statement<[number, number], RawRow>;
+  private readonly range: Statement<[number, number], RawRequestRow>;
   private readonly deleteUpTo: Statement<[number]>;
   private readonly backlog: Statement<[], { requests: number; messages: number; oldest: number | null }>;
   private readonly highest: Statement<[], number>;
@@ -96,18 +85,4 @@ export class RawQueries {
   hasUpTo(seq: number): boolean {
     return this.upTo.get(seq) !== undefined;
   }
-}
-
-function toRawRequest(row: RawRow): RawRequest {
-  return {
-    seq: row.seq,
-    sourceId: row.source_id,
-    route: row.route,
-    receivedAt: row.received_at,
-    ip: row.ip ?? undefined,
-    configVersion: row.config_version,
-    messageCount: row.message_count,
-    headers: row.headers ?? undefined,
-    body: row.body,
-  };
 }
