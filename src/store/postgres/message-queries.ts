@@ -26,6 +26,30 @@ export async function appendMessages(
 }
 
 /**
+ * The new `messages` rows of a statement whose parameters $1–$8 are
+ * {@link messageColumns}, in the order of the entries (`ord`). Bodies come as
+ * one JSON array: pg's `text[]` literal escapes each element with two
+ * regular expressions, ~6x the CPU of JSON.stringify.
+ */
+export const MESSAGE_ROWS = `ROWS FROM (
+         unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]), json_array_elements_text($8::json))
+         WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, ord)`;
+
+/** The parameters $1–$8 of {@link MESSAGE_ROWS}. */
+export function messageColumns(entries: readonly IngestEntry[], statuses: readonly MessageStatus[]): unknown[] {
+  return [
+    entries.map((e) => e.sourceId),
+    statuses,
+    entries.map((e) => textColumn(e.reason)),
+    entries.map((e) => textColumn(e.type)),
+    entries.map((e) => textColumn(e.messageId)),
+    entries.map((e) => textColumn(e.userId)),
+    entries.map((e) => e.receivedAt),
+    JSON.stringify(entries.map((e) => e.body)),
+  ];
+}
+
+/**
  * Stores `entries` with the given statuses, and a pending delivery to each
  * destination of the accepted ones, due at its receivedAt; no
  * de-duplication. Two statements whatever their number, in the caller's
@@ -42,20 +66,10 @@ export async function insertMessages(
   const inserted = await client.query<{ seq: number }>(
     `INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
      SELECT source_id, status, reason, type, message_id, user_id, received_at, body
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[])
-       WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, ord)
+     FROM ${MESSAGE_ROWS}
      ORDER BY ord
      RETURNING seq`,
-    [
-      entries.map((e) => e.sourceId),
-      statuses,
-      entries.map((e) => textColumn(e.reason)),
-      entries.map((e) => textColumn(e.type)),
-      entries.map((e) => textColumn(e.messageId)),
-      entries.map((e) => textColumn(e.userId)),
-      entries.map((e) => e.receivedAt),
-      entries.map((e) => e.body),
-    ],
+    messageColumns(entries, statuses),
   );
   const seqs = inserted.rows.map((row) => row.seq).sort((a, b) => a - b);
   if (seqs.length !== entries.length) throw new Error(`inserted ${seqs.length} messages for ${entries.length} entries`);
