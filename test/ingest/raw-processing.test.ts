@@ -308,31 +308,30 @@ describe('kill -9 with raw requests not yet processed', () => {
   });
 });
 
+/** Two nodes (store handles) on a fresh PostgreSQL database with source `s`, dropped after `work`. */
+async function onTwoNodes(work: (a: Store, b: Store) => Promise<void>): Promise<void> {
+  const database = await freshDatabase();
+  const a = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+  const b = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
+  try {
+    await a.migrate();
+    await b.migrate();
+    await addSource(a, 's');
+    await work(a, b);
+  } finally {
+    await a.close();
+    await b.close();
+    await database.drop();
+  }
+}
+
 await describePostgres('processing raw requests on several nodes (PostgreSQL)', () => {
   it('a deletion accepted by a node whose clock runs behind the ingesting node\'s still waits for, and erases, what was acknowledged before it', { timeout: 60_000 }, async () => {
-    const database = await freshDatabase();
-    const ingesting = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
-    const accepting = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
-    try {
-      await ingesting.migrate();
-      await accepting.migrate();
-      await addSource(ingesting, 's');
-      await deletionWaitsForEarlierRawRequests(ingesting, accepting);
-    } finally {
-      await ingesting.close();
-      await accepting.close();
-      await database.drop();
-    }
+    await onTwoNodes((ingesting, accepting) => deletionWaitsForEarlierRawRequests(ingesting, accepting));
   });
 
   it('two nodes processing at once never process one raw request twice', { timeout: 120_000 }, async () => {
-    const database = await freshDatabase();
-    const a = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
-    const b = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
-    try {
-      await a.migrate();
-      await b.migrate();
-      await addSource(a, 's');
+    await onTwoNodes(async (a, b) => {
       // Single calls without messageIds: a second processing would store a second message, never a duplicate.
       const raws = Array.from({ length: 3_000 }, (_, i) => rawCall('s', { userId: `u${i}`, event: 'E' }));
       for (let i = 0; i < raws.length; i += 500) await a.appendRawRequests(raws.slice(i, i + 500));
@@ -358,10 +357,6 @@ await describePostgres('processing raw requests on several nodes (PostgreSQL)', 
       assert.equal(messages.length, 3_000);
       assert.equal(new Set(messages.map((m) => m.userId)).size, 3_000);
       assert.equal((await a.rawBacklog()).requests, 0);
-    } finally {
-      await a.close();
-      await b.close();
-      await database.drop();
-    }
+    });
   });
 });
