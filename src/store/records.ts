@@ -79,7 +79,8 @@ export interface RawProcessed {
   readonly requests: number;
   readonly results: readonly AppendResult[];
   /**
-   * True when the batch took every raw request there was, so the processor
+   * True when the batch took every raw request there was (on a store shared
+   * by nodes, every one no other node was processing), so the processor
    * need not look again until notified (`raw`); a store that cannot tell
    * leaves it undefined, and the processor then takes batches until one is
    * empty.

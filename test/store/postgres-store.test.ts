@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { SchemaTooNewError } from '../../src/store/schema-error.js';
-import type { Store, StoreTopic } from '../../src/store/store.js';
+import type { DeliveryOutcome, Store, StoreTopic } from '../../src/store/store.js';
 import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';
 import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
@@ -122,6 +122,83 @@ await describePostgres('PostgreSQL store', () => {
       await Promise.all([loop(a, 'a1'), loop(a, 'a2'), loop(a, 'a3'), loop(b, 'b1'), loop(b, 'b2'), loop(b, 'b3')]);
       assert.equal(new Set(claimed).size, claimed.length, 'no delivery leased twice');
       assert.equal(claimed.length, total, 'every delivery leased once');
+    });
+
+    it("hands a crashed node's leases to another node once they expire, and ignores the first node's late outcomes", async () => {
+      // A database of its own, so that no other test's deliveries are due.
+      const fresh = await freshDatabase();
+      const [one, two] = [openStore(fresh.url), openStore(fresh.url)];
+      try {
+        await Promise.all([one.migrate(), two.migrate()]);
+        await addSource(one, 'src_lease');
+        await one.appendMessages([storeEntry('src_lease', { receivedAt: T0 }), storeEntry('src_lease', { receivedAt: T0 })], 0);
+        const first = await one.claimDeliveries({ owner: 'node-1', limit: 1000, leaseMs: 1000, now: T0 });
+        assert.equal(first.length, 2);
+        assert.equal((await two.claimDeliveries({ owner: 'node-2', limit: 1000, leaseMs: 1000, now: T0 + 999 })).length, 0, 'leased by node 1');
+        const taken = await two.claimDeliveries({ owner: 'node-2', limit: 1000, leaseMs: 1000, now: T0 + 1000 });
+        assert.deepEqual(
+          taken.map((c) => c.id),
+          first.map((c) => c.id),
+          "node 2 takes them over once node 1's leases expire",
+        );
+
+        const at = T0 + 1200;
+        const succeeded = (owner: string, id: number): DeliveryOutcome => ({
+          kind: 'succeeded',
+          id,
+          owner,
+          at,
+          firstAttemptAt: at,
+          attempts: [{ at, url: 'http://r', statusCode: 200, durationMs: 1 }],
+        });
+        await one.finishDeliveries(first.map((c) => succeeded('node-1', c.id)));
+        for (const { id } of first) {
+          const detail = await two.getDelivery(id);
+          assert.equal(detail?.status, 'pending', 'node 1 lost the lease: its outcome changes nothing');
+          assert.equal(detail?.attempts.length, 0);
+        }
+        await two.finishDeliveries([succeeded('node-2', taken[0]!.id)]);
+        const done = await one.getDelivery(taken[0]!.id);
+        assert.equal(done?.status, 'succeeded');
+        assert.equal(done?.attempts.length, 1);
+        assert.equal((await one.claimDeliveries({ owner: 'node-1', limit: 1000, leaseMs: 1000, now: T0 + 1999 })).length, 0, "node 2's lease holds");
+        const again = await one.claimDeliveries({ owner: 'node-1', limit: 1000, leaseMs: 1000, now: T0 + 2000 });
+        assert.deepEqual(
+          again.map((c) => c.id),
+          [taken[1]!.id],
+          'only the unfinished one falls due again',
+        );
+      } finally {
+        await Promise.all([one.close(), two.close()]);
+        await fresh.drop();
+      }
+    });
+
+    it('claims by walking the due index, not by reading every pending delivery, even without statistics', async () => {
+      // A database of its own: fresh tables, never analyzed (as with autovacuum off, or a backlog built since the last analyze).
+      const fresh = await freshDatabase();
+      const store = openStore(fresh.url);
+      try {
+        await store.migrate();
+        await addSource(store, 'src_plan');
+        const total = 3000;
+        for (let done = 0; done < total; done += 500) {
+          await store.appendMessages(Array.from({ length: 500 }, () => storeEntry('src_plan', { receivedAt: T0 })), 0);
+        }
+        assert.equal((await store.claimDeliveries({ owner: 'w', limit: 10, leaseMs: 1000, now: T0 })).length, 10);
+        // Index entries the claim read: a plan that reads every pending delivery and sorts them reads all 3000.
+        const read = await eventually(async () => {
+          const rows = await query<{ scans: number; read: number }>(
+            fresh.url,
+            `SELECT idx_scan AS scans, idx_tup_read AS read FROM pg_stat_user_indexes WHERE indexrelname = 'deliveries_due'`,
+          );
+          return rows[0] !== undefined && rows[0].scans > 0 ? rows[0].read : undefined;
+        }, 30_000, 'the claim to show in pg_stat_user_indexes');
+        assert.ok(read < total / 2, `the claim read ${read} index entries of ${total}`);
+      } finally {
+        await store.close();
+        await fresh.drop();
+      }
     });
 
     it('processes each raw request on one node only, with its duplicates, delivery jobs and counts lined up', async () => {

@@ -171,11 +171,13 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       };
       const first = await store.processRawRequests({ maxRequests: 10, maxMessages: 2 }, build, 0);
       assert.deepEqual([first.requests, first.results.length, first.results[0]?.status], [1, 1, 'accepted']);
+      assert.equal(first.caughtUp, false, 'cut short by maxMessages: more are left');
       assert.equal(await store.hasRawRequestsUpTo(firstSeq), false, 'the first is processed');
       assert.equal(await store.hasRawRequestsUpTo(lastSeq), true);
       assert.equal(await store.highestRawSeq(), lastSeq);
       const rest = await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0);
       assert.equal(rest.requests, 2);
+      assert.equal(rest.caughtUp, true, 'took every one there was: no need to look again until notified');
       assert.deepEqual(seen, [[1], [2, 3]], 'in seq order, each once');
       assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 0);
       assert.deepEqual(await store.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });

@@ -64,12 +64,13 @@ export function describeDatabase(connectionString: string): string {
  * Runs `work` in one transaction on one pooled connection: COMMIT when it
  * resolves, ROLLBACK when it throws. A connection whose ROLLBACK fails is
  * in an unknown state, so it is destroyed rather than returned to the pool.
+ * `begin`: what starts it, e.g. BEGIN with SET LOCALs in the same round trip.
  */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
+    await client.query(begin);
     const result = await work(client);
     await client.query('COMMIT');
     return result;

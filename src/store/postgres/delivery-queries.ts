@@ -11,35 +11,54 @@ import type {
   DeliveryRecord,
   RequeueFilter,
 } from '../store.js';
-import { textColumn } from './connection.js';
-import { type AttemptRow, type ClaimRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
+import { inTransaction, textColumn } from './connection.js';
+import { type AttemptRow, type ClaimedRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /**
- * One statement, so no transaction is needed. SKIP LOCKED passes over rows
- * another node is leasing right now instead of queueing behind it; a row
- * leased and committed since this statement's snapshot is re-checked by
- * PostgreSQL against `next_attempt_at <= now`, which its new lease fails, so
- * two nodes never lease one delivery at once. Leasing moves next_attempt_at to
- * the lease's end: see the schema.
+ * SKIP LOCKED passes over rows another node is leasing right now instead of
+ * queueing behind it; a row leased and committed since this statement's
+ * snapshot is re-checked by PostgreSQL against `next_attempt_at <= now`,
+ * which its new lease fails, so two nodes never lease one delivery at once.
+ * Leasing moves next_attempt_at to the lease's end: see the schema.
+ *
+ * The plan must walk deliveries_due in order and stop after `limit` rows,
+ * whatever the statistics say. They are stale on a queue table as a rule (a
+ * backlog builds up faster than autovacuum analyzes it, and without
+ * autovacuum they are never there): estimating a handful of due rows, the
+ * planner took a bitmap scan of every pending row and sorted them all to
+ * keep 128, 7-11 ms per claim on a backlog of 60,000 (measured), O(backlog)
+ * per claim. Bitmap and sequential scans are turned off for this statement
+ * alone (SET LOCAL, so the transaction), which leaves the ordered index scan.
+ * The statement is named: prepared once per connection, planned under those
+ * settings (SET LOCAL is in force whenever it runs), and listing its columns.
  */
 export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Promise<ClaimedDelivery[]> {
-  const { rows } = await pool.query<ClaimRow>(
-    `WITH due AS (
-       SELECT id FROM deliveries
-       WHERE status = 'pending' AND next_attempt_at <= $1
-       ORDER BY next_attempt_at
-       LIMIT $2
-       FOR UPDATE SKIP LOCKED),
-     leased AS (
-       UPDATE deliveries d SET lease_owner = $3, next_attempt_at = $4, updated_at = $1
-       FROM due WHERE d.id = due.id
-       RETURNING d.*)
-     SELECT leased.*, m.body FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
-     ORDER BY leased.id`,
-    [request.now, request.limit, request.owner, request.now + request.leaseMs],
+  return inTransaction(
+    pool,
+    async (client) => {
+      const { rows } = await client.query<ClaimedRow>({
+        name: 'switchyard_claim_deliveries',
+        text: `WITH due AS (
+           SELECT id FROM deliveries
+           WHERE status = 'pending' AND next_attempt_at <= $1
+           ORDER BY next_attempt_at
+           LIMIT $2
+           FOR UPDATE SKIP LOCKED),
+         leased AS (
+           UPDATE deliveries d SET lease_owner = $3, next_attempt_at = $4, updated_at = $1
+           FROM due WHERE d.id = due.id
+           RETURNING ${CLAIMED_COLUMNS})
+         SELECT leased.*, m.body FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
+         ORDER BY leased.id`,
+        values: [request.now, request.limit, request.owner, request.now + request.leaseMs],
+      });
+      return rows.map(toClaimedDelivery);
+    },
+    'BEGIN; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off',
   );
-  return rows.map(toClaimedDelivery);
 }
+
+const CLAIMED_COLUMNS = 'd.id, d.source_id, d.destination, d.message_seq, d.attempt_count, d.first_attempt_at, d.retry_urls, d.created_at, d.replay_id';
 
 /**
  * Every outcome and attempt in one statement (so one commit, one round trip):

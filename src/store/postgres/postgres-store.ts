@@ -265,11 +265,11 @@ export class PostgresStore implements Store {
   ): Promise<RawProcessed> {
     // The transaction's last statement notifies (no round trip of its own, as write() would take).
     const topicsOf = (deliveriesAdded: boolean): StoreTopic[] => (deliveriesAdded ? ['messages', 'deliveries'] : ['messages']);
-    const { requests, results, deliveriesAdded } = await inTransaction(this.pool, (client) =>
+    const { requests, results, deliveriesAdded, caughtUp } = await inTransaction(this.pool, (client) =>
       raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }),
     );
     if (requests > 0) for (const topic of topicsOf(deliveriesAdded)) this.emit(topic);
-    return { requests, results };
+    return { requests, results, caughtUp };
   }
 
   async rawBacklog(): Promise<RawBacklog> {

@@ -59,6 +59,12 @@ export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRaw
  * (two when no entry needs de-duplication): take, de-duplicate, and one that
  * writes the messages, their delivery jobs and traffic counts, deletes the
  * raw rows and notifies `topics(…)` (delivered at the caller's commit).
+ *
+ * `caughtUp` when it took every row it locked and locked fewer than
+ * `maxRequests`: the take's snapshot held no other row free to take. A row
+ * committed after it notifies `raw` at its commit, which makes the processor
+ * pass again; a row another node holds is that node's to process. Without
+ * it, every drain ended with a pass that found nothing (BEGIN, take, COMMIT).
  */
 export async function processRawRequests(
   client: pg.ClientBase,
@@ -66,22 +72,24 @@ export async function processRawRequests(
   build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
   dedupeSince: number,
   notify: { readonly nodeId: string; readonly topics: (deliveriesAdded: boolean) => readonly StoreTopic[] },
-): Promise<{ requests: number; results: AppendResult[]; deliveriesAdded: boolean }> {
+): Promise<{ requests: number; results: AppendResult[]; deliveriesAdded: boolean; caughtUp: boolean }> {
   // Locks up to maxRequests rows, but reads the bodies (a batch's row is
   // tens of KB) only of those taken: the oldest, as many as fit in
   // maxMessages, at least one. The rest stay locked until the commit.
-  const taken = await client.query<RawRequestRow>({
-    name: 'switchyard_take_raw',
+  const taken = await client.query<RawRequestRow & { locked: number }>({
+    name: 'switchyard_take_raw_counted',
     text: `WITH locked AS (
        SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED),
      sized AS (
-       SELECT seq, row_number() OVER (ORDER BY seq) AS n, sum(message_count) OVER (ORDER BY seq) AS upto FROM locked)
-     SELECT ${RAW_COLUMNS} FROM sized JOIN raw_requests r USING (seq)
+       SELECT seq, row_number() OVER (ORDER BY seq) AS n, sum(message_count) OVER (ORDER BY seq) AS upto,
+         count(*) OVER () AS locked FROM locked)
+     SELECT ${RAW_COLUMNS}, sized.locked::int AS locked FROM sized JOIN raw_requests r USING (seq)
      WHERE sized.n = 1 OR sized.upto <= $2
      ORDER BY r.seq`,
     values: [limits.maxRequests, limits.maxMessages],
   });
-  if (taken.rows.length === 0) return { requests: 0, results: [], deliveriesAdded: false };
+  if (taken.rows.length === 0) return { requests: 0, results: [], deliveriesAdded: false, caughtUp: true };
+  const caughtUp = taken.rows[0]!.locked < limits.maxRequests && taken.rows.length === taken.rows[0]!.locked;
   const requests = taken.rows.map(toRawRequest);
   const entries = build(requests).flat();
   const statuses = await dedupe(client, entries, dedupeSince);
@@ -150,7 +158,7 @@ export async function processRawRequests(
       `processing stored ${seqs.length} messages of ${entries.length}, ${row.jobs} delivery jobs of ${jobs.entries.length}, deleted ${row.deleted} raw requests of ${requests.length}`,
     );
   }
-  return { requests: requests.length, results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded };
+  return { requests: requests.length, results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded, caughtUp };
 }
 
 export async function rawBacklog(pool: pg.Pool): Promise<RawBacklog> {
