@@ -11,18 +11,7 @@ import {
   profileTraits,
 } from '../../src/domain/engage/index.js';
 import { naiveOutputs, naiveTraits } from '../helpers/engage-oracle.js';
-
-/** mulberry32: a small seeded generator, so a failing case can be replayed with ENGAGE_SEED. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../helpers/seeded-random.js';
 
 const SEED = Number(process.env['ENGAGE_SEED'] ?? 20261124);
 const RUNS = Number(process.env['ENGAGE_RUNS'] ?? 60);

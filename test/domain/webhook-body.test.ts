@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isJsonObject } from '../../src/domain/message.js';
 import { splicedWebhookBody, webhookBody, webhookPayload } from '../../src/domain/webhook-payload.js';
+import { seededRandom as seeded } from '../helpers/seeded-random.js';
 
 /** The body the long way: parse, map, write out again (what every webhook body must equal, byte for byte). */
 function reference(stored: string): string | undefined {
@@ -154,15 +155,3 @@ describe('webhook body spliced from the stored text', () => {
     assert.ok(spliced > 1_000, `only ${spliced} of 5000 generated messages were spliced`);
   });
 });
-
-/** A small deterministic PRNG (mulberry32), so that a failure can be reproduced. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

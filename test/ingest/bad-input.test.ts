@@ -3,18 +3,7 @@ import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { type TestSwitchyard, basicAuth, startTestSwitchyard } from '../helpers/switchyard.js';
-
-/** mulberry32: a small seeded generator, so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from '../helpers/seeded-random.js';
 
 const SEED = Number(process.env['FUZZ_SEED'] ?? 20261122);
 const CASES = Number(process.env['FUZZ_CASES'] ?? 3000);
