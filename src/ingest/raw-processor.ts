@@ -125,20 +125,20 @@ export class RawProcessor {
   private async drain(): Promise<void> {
     for (;;) {
       if (this.loop.isStopped) return;
-      const { requests, caughtUp } = await this.processBatch();
-      if (requests === 0 || caughtUp === true) break;
+      if (await this.processBatch()) break;
       await nextTurn();
     }
     this.options.onCaughtUp?.();
   }
 
-  private async processBatch(): Promise<{ requests: number; caughtUp: boolean | undefined }> {
+  /** Resolves whether the batch took every raw request there was (see RawProcessed.caughtUp). */
+  private async processBatch(): Promise<boolean> {
     const { store, now } = this.options;
     for (let tries = 0; ; tries++) {
       try {
-        const { requests, results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
+        const { results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
         this.count(results);
-        return { requests, caughtUp };
+        return caughtUp;
       } catch (error) {
         if (!(error instanceof ConfigBehind) || tries > 2) throw error;
         await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);

@@ -81,11 +81,9 @@ export interface RawProcessed {
   /**
    * True when the batch took every raw request there was (on a store shared
    * by nodes, every one no other node was processing), so the processor
-   * need not look again until notified (`raw`); a store that cannot tell
-   * leaves it undefined, and the processor then takes batches until one is
-   * empty.
+   * need not look again until notified (`raw`).
    */
-  readonly caughtUp?: boolean;
+  readonly caughtUp: boolean;
 }
 
 /** The raw requests not processed yet. */
