@@ -84,3 +84,48 @@ test('a main-thread write waits for the stage thread without blocking its event 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * A worker whose only pending work is waiting for the lock (the stage thread
+ * at start while ingest writes): `Atomics.waitAsync` alone holds nothing on
+ * the event loop, so the worker used to exit with code 13 ("unfinished
+ * top-level await") instead of waiting, and its stages never started.
+ */
+const WAITER = `
+const { parentPort, workerData } = require('node:worker_threads');
+import(workerData.module).then(async ({ adoptWriteLocks, WriteLock }) => {
+  adoptWriteLocks(workerData.locks);
+  const lock = new WriteLock(workerData.file);
+  // Nothing else keeps this thread alive: no listener on parentPort, no timer.
+  parentPort.unref();
+  parentPort.postMessage('waiting');
+  await lock.acquire();
+  lock.release();
+  parentPort.postMessage('acquired');
+});`;
+
+test('a worker that only waits for the write lock stays alive until it gets it', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-lock-'));
+  const file = path.join(dir, SQLITE_FILE);
+  const { WriteLock } = await import(WRITE_LOCK_MODULE);
+  const held = new WriteLock(file);
+  await held.acquire();
+  const worker = new Worker(WAITER, { eval: true, workerData: { module: WRITE_LOCK_MODULE, locks: sharedWriteLocks(), file } });
+  const messages: string[] = [];
+  worker.on('message', (message: string) => messages.push(message));
+  const exited = once(worker, 'exit') as Promise<[number]>;
+  try {
+    await new Promise<void>((resolve) => worker.once('message', () => resolve()));
+    // Give an empty event loop every chance to end the worker while the lock is held.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.deepEqual(messages, ['waiting'], 'the worker ended while it waited for the lock');
+    held.release();
+    const [code] = await exited;
+    assert.equal(code, 0);
+    assert.deepEqual(messages, ['waiting', 'acquired']);
+  } finally {
+    held.release();
+    await worker.terminate();
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -54,6 +54,22 @@ type WaitAsync = (
 ) => { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
 const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
+/**
+ * Awaits a pending `Atomics.waitAsync` with a timer that keeps the thread
+ * alive meanwhile: the wait itself holds no handle on the event loop, so a
+ * worker whose only pending work is this wait (the stage thread at start,
+ * while ingest writes) would see an empty loop and exit with code 13
+ * ("unfinished top-level await"), its stages never started.
+ */
+async function keptAlive<T>(waiting: Promise<T>): Promise<T> {
+  const keepAlive = setTimeout(() => undefined, STALE_AFTER_MS + 1_000);
+  try {
+    return await waiting;
+  } finally {
+    clearTimeout(keepAlive);
+  }
+}
+
 export class WriteLock {
   private readonly cells: Int32Array;
   /** This lock object's mark in the HOLDER cell: the thread id and a counter, never 0. */
@@ -82,7 +98,7 @@ export class WriteLock {
       for (;;) {
         if (this.tryTake()) return;
         const result = waitAsync(cells, RELEASES, seen, STALE_AFTER_MS);
-        const outcome = result.async ? await result.value : result.value;
+        const outcome = result.async ? await keptAlive(result.value) : result.value;
         const now = Atomics.load(cells, RELEASES);
         if (now !== seen) {
           seen = now;
