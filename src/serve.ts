@@ -143,11 +143,24 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now },
     browser: { directory, publicUrl: config.publicUrl },
     admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError }),
+    processing: () => background.stages?.running() ?? false,
   });
 
-  await app.listen({ port: config.port, host: config.host });
+  let stages: BackgroundStages;
+  try {
+    await app.listen({ port: config.port, host: config.host });
+    stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
+  } catch (error) {
+    // A server left listening without its stages would answer /healthz and take
+    // messages nobody processes: close everything, so the process ends.
+    await app.close();
+    unprocessed.stop();
+    directory.stop();
+    suppressions.stop();
+    await store.close();
+    throw error;
+  }
   const port = (app.server.address() as AddressInfo).port;
-  const stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
   background.stages = stages;
   logger.info({ port, host: config.host, store: store.capabilities.name }, 'Switchyard is listening');
   // A token never shown before comes with the default source again: a failed first start showed neither.

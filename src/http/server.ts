@@ -19,6 +19,8 @@ export interface ServerOptions {
   readonly tracking: TrackingRoutesOptions;
   readonly browser: BrowserRoutesOptions;
   readonly admin: AdminRoutesOptions;
+  /** Whether the processing stages run; `/readyz` answers 503 while they do not (absent: always). */
+  readonly processing?: () => boolean;
 }
 
 /** Slow or endless request bodies are cut off after this long. */
@@ -43,7 +45,7 @@ const OPENAPI_SCHEMA: DocumentedSchema = { summary: 'This OpenAPI 3.1 document (
 const HEALTH_SCHEMAS = documented({
   healthz: { summary: 'The process is up', tags: ['health'], 'x-responses': { 200: { description: '{"status":"ok"}' } } },
   readyz: {
-    summary: 'Storage answers',
+    summary: 'Storage answers and processing runs',
     tags: ['health'],
     'x-responses': { 200: { description: '{"status":"ready"}' }, 503: { description: '{"status":"unavailable","reason":…}' } },
   },
@@ -85,6 +87,10 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   app.get('/readyz', { schema: HEALTH_SCHEMAS.readyz }, async (_request, reply) => {
     try {
       await options.store.ping();
+      // Ingest alone would acknowledge what nobody processes or delivers: a balancer should look elsewhere.
+      if (options.processing !== undefined && !options.processing()) {
+        return reply.code(503).send({ status: 'unavailable', reason: 'processing not running' });
+      }
       return { status: 'ready' };
     } catch (error) {
       options.logger.warn({ err: error }, 'readiness check: storage unreachable');

@@ -35,6 +35,8 @@ export interface BackgroundStages {
   wakeReplays(): void;
   /** A computed trait or audience was created, changed or deleted: reload the definitions now. */
   engageDefinitionsChanged(): void;
+  /** Whether processing runs now (`/readyz` answers not ready otherwise). */
+  running(): boolean;
   /** Finishes in-flight work and stops every stage (the store stays open). */
   stop(): Promise<void>;
 }
@@ -100,12 +102,15 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   if (Date.now() - preparing > 1_000) logger.info({ ms: Date.now() - preparing }, 'processing prepared (de-duplication index loaded)');
   await delivery.start();
   for (const runner of runners) runner.start();
+  let stopped = false;
 
   return {
     wakeRegulations: () => regulations.wake(),
     wakeReplays: () => replays.wake(),
     engageDefinitionsChanged: () => engage.definitionsChanged(),
+    running: () => !stopped,
     async stop() {
+      stopped = true;
       clearInterval(pruner);
       await delivery.stop();
       for (const runner of runners) await runner.stop();

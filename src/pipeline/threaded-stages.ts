@@ -9,6 +9,12 @@ import type { FromStageThread, MetricsSnapshot, StageThreadData, ToStageThread }
 const METRICS_WAIT_MS = 1_000;
 /** A crashed stage thread is started again after this pause (it only ever works from the store). */
 const RESTART_AFTER_MS = 1_000;
+/**
+ * Starts in a row that may fail (the thread ends before it says ready)
+ * before the process gives up: ingest alone would acknowledge messages
+ * nobody processes, so then the server stops loudly for its supervisor.
+ */
+const START_ATTEMPTS = 3;
 
 /**
  * The main thread's handle on the background stages running in the stage
@@ -19,6 +25,8 @@ const RESTART_AFTER_MS = 1_000;
  */
 export class ThreadedStages implements BackgroundStages {
   private worker: Worker | undefined;
+  /** The worker once it said ready, until it exits. */
+  private ready: Worker | undefined;
   private stopping = false;
   private restartTimer: NodeJS.Timeout | undefined;
   private nextMetricsId = 0;
@@ -31,11 +39,33 @@ export class ThreadedStages implements BackgroundStages {
     private readonly logger: Logger,
   ) {}
 
-  /** Resolves once the stage thread has opened its store and started every stage. */
+  /**
+   * Resolves once the stage thread has opened its store and started every
+   * stage; rejects when it could not, {@link START_ATTEMPTS} times in a row.
+   */
   static async start(config: Config, logger: Logger): Promise<ThreadedStages> {
     const stages = new ThreadedStages(config, logger);
-    await stages.spawn();
+    await stages.spawnWithRetries();
     return stages;
+  }
+
+  /** Whether the stage thread is up and its stages started (`/readyz` says not ready otherwise). */
+  running(): boolean {
+    return this.ready !== undefined && this.ready === this.worker;
+  }
+
+  private async spawnWithRetries(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.spawn();
+        return;
+      } catch (error) {
+        if (attempt >= START_ATTEMPTS || this.stopping) throw error;
+        this.logger.error({ err: error, attempt }, `the stage thread did not start; trying again in ${RESTART_AFTER_MS} ms`);
+        await new Promise((resolve) => setTimeout(resolve, RESTART_AFTER_MS));
+        if (this.stopping) throw error;
+      }
+    }
   }
 
   private spawn(): Promise<void> {
@@ -48,6 +78,7 @@ export class ThreadedStages implements BackgroundStages {
         switch (message.type) {
           case 'ready':
             ready = true;
+            this.ready = worker;
             resolve();
             break;
           case 'metrics':
@@ -64,17 +95,17 @@ export class ThreadedStages implements BackgroundStages {
       });
       worker.on('exit', (code) => {
         if (this.worker === worker) this.worker = undefined;
+        if (this.ready === worker) this.ready = undefined;
+        if (this.stopping) this.stopped?.();
         if (!ready) {
           reject(new Error(`the stage thread exited with code ${code} before it started`));
           return;
         }
-        if (this.stopping) {
-          this.stopped?.();
-          return;
-        }
+        if (this.stopping) return;
         this.logger.error({ code }, `the stage thread exited; starting it again in ${RESTART_AFTER_MS} ms`);
         this.restartTimer = setTimeout(() => {
-          this.spawn().catch((error: unknown) => {
+          if (this.stopping) return;
+          this.spawnWithRetries().catch((error: unknown) => {
             // Ingest alone would acknowledge messages nobody delivers: better to stop loudly.
             this.logger.fatal({ err: error }, 'the stage thread cannot start again; exiting');
             process.exit(1);
