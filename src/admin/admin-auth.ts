@@ -5,7 +5,11 @@ import { newAdminToken } from '../util/ids.js';
 const TOKEN_HASH_SETTING = 'admin_token_sha256';
 /** Set once the generated token has been printed: until then nobody knows it, so a start may replace it. */
 const TOKEN_SHOWN_SETTING = 'admin_token_shown_at';
-/** A token that does not match is checked again against the store at most this often (a rotation by the CLI). */
+/**
+ * How old the stored digest a check uses may be: a rotation (by the CLI, by
+ * another node, in another process) takes effect on every node within this
+ * long, for the old token and the new one alike. One small read a second.
+ */
 const REREAD_AFTER_MS = 1_000;
 
 /**
@@ -16,7 +20,8 @@ const REREAD_AFTER_MS = 1_000;
  * next start makes a new one and prints that.
  */
 export class AdminAuth {
-  private rereadAt = 0;
+  /** The stored digest's last read: when it started (ms, this clock) and what it gives. */
+  private read: { readonly startedAt: number; readonly digest: Promise<string> } | undefined;
 
   private constructor(
     private tokenHash: string,
@@ -24,14 +29,31 @@ export class AdminAuth {
     private readonly store: Store | undefined,
   ) {}
 
-  /** Whether `token` is the admin token; a mismatch re-reads the stored digest (at most once a second). */
+  /**
+   * Whether `token` is the admin token, against the stored digest as read
+   * less than {@link REREAD_AFTER_MS} before this check (a check that comes
+   * later reads it again, and concurrent checks share that read). A digest
+   * cached on a match would keep a rotated-away token working for as long as
+   * it is used.
+   */
   async verify(token: string): Promise<boolean> {
     const digest = sha256Hex(token);
-    if (constantTimeEqual(digest, this.tokenHash)) return true;
-    if (this.store === undefined || Date.now() < this.rereadAt) return false;
-    this.rereadAt = Date.now() + REREAD_AFTER_MS;
-    this.tokenHash = (await this.store.getSetting(TOKEN_HASH_SETTING)) ?? this.tokenHash;
-    return constantTimeEqual(digest, this.tokenHash);
+    return constantTimeEqual(digest, await this.currentHash());
+  }
+
+  private async currentHash(): Promise<string> {
+    if (this.store === undefined) return this.tokenHash;
+    const now = performance.now();
+    if (this.read === undefined || now - this.read.startedAt >= REREAD_AFTER_MS) {
+      const store = this.store;
+      const digest = store.getSetting(TOKEN_HASH_SETTING).then((stored) => (this.tokenHash = stored ?? this.tokenHash));
+      // A failed read is not kept: the next check tries again.
+      digest.catch(() => {
+        if (this.read?.digest === digest) this.read = undefined;
+      });
+      this.read = { startedAt: now, digest };
+    }
+    return this.read.digest;
   }
 
   /**
