@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { AdminAuth } from './admin-auth.js';
 import { SOURCE_SCHEMAS } from './route-schemas.js';
+import { jsonBoundsError } from './validate.js';
 import { validationError } from './validation-errors.js';
 import type { RouteDocumentation } from '../http/openapi.js';
 import type { SourceAdmin } from './source-admin.js';
@@ -26,14 +27,20 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
   // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:
   // scripts and curl users send all of these. Fastify's body limit still bounds it.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    let parsed: unknown;
     try {
-      done(null, JSON.parse(text));
+      parsed = JSON.parse(text);
     } catch {
-      done(new ApiError('invalid_request', 'the body is not valid JSON'), undefined);
+      return done(new ApiError('invalid_request', 'the body is not valid JSON'), undefined);
     }
+    // At the door, before any recursive walk (schema validation, JSON.stringify, the services).
+    const codes = (request.routeOptions.schema as RouteDocumentation | undefined)?.['x-validation-codes'];
+    const outOfBounds = jsonBoundsError(parsed, codes);
+    if (outOfBounds !== undefined) return done(outOfBounds, undefined);
+    done(null, parsed);
   });
 
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {

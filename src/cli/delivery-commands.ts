@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
+import { jsonBoundsError } from '../admin/validate.js';
 import { ApiError } from '../errors.js';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/store.js';
@@ -173,11 +174,15 @@ async function readJson(file: string, kit: CliKit): Promise<unknown> {
   } else {
     text = await readFile(file, 'utf8');
   }
+  let parsed: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    parsed = JSON.parse(text) as unknown;
   } catch (error) {
     throw kit.usageError(`${file === '-' ? 'standard input' : file} is not JSON: ${(error as Error).message}`);
   }
+  const outOfBounds = jsonBoundsError(parsed);
+  if (outOfBounds !== undefined) throw outOfBounds;
+  return parsed;
 }
 
 function splitHeader(text: string, kit: CliKit): [string, string] {

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { EngageAdmin } from '../admin/engage-admin.js';
+import { jsonBoundsError } from '../admin/validate.js';
 import { ApiError } from '../errors.js';
 import type { ComputationKind, Store } from '../store/store.js';
 import { parseArgs } from './args.js';
@@ -82,11 +83,15 @@ export async function engageCommand(argv: readonly string[], kit: CliKit): Promi
 async function readJson(file: string): Promise<unknown> {
   const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
   if (text.length > MAX_FILE_BYTES) throw new ApiError('invalid_request', `${file} is larger than ${MAX_FILE_BYTES} bytes`);
+  let parsed: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    parsed = JSON.parse(text) as unknown;
   } catch (error) {
     throw new ApiError('invalid_request', `${file} is not JSON: ${(error as Error).message}`);
   }
+  const outOfBounds = jsonBoundsError(parsed);
+  if (outOfBounds !== undefined) throw outOfBounds;
+  return parsed;
 }
 
 async function readStdin(): Promise<string> {

@@ -51,6 +51,12 @@ describe('CLI: audiences, computed traits and profiles', () => {
     const invalid = await runCli(['computed-traits', 'create', bad, ...store()]);
     assert.notEqual(invalid.code, 0);
     assert.match(invalid.stderr, /definition\.event/);
+    // Refused before anything walks it recursively (it overflowed the stack).
+    const deep = path.join(sy.dataDir, 'deep.json');
+    await writeFile(deep, `{"name":"Deep","definition":{"trait":{"key":"plan","op":"=","value":${'['.repeat(50_000)}${']'.repeat(50_000)}}}}`);
+    const tooDeep = await runCli(['audiences', 'create', deep, ...store()]);
+    assert.notEqual(tooDeep.code, 0);
+    assert.match(tooDeep.stderr, /definition\.trait\.value\[0\]\S* nests deeper than 64 levels/);
     const deleted = await runCli(['audiences', 'delete', id, ...store()]);
     assert.equal(deleted.code, 0, deleted.stderr);
     assert.deepEqual((await runCli(['audiences', 'list', ...store()])).json.audiences, []);
