@@ -126,6 +126,8 @@ export class EngageRunner {
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
   private leaseUntil = 0;
+  /** Whether the first pass freed a lease left by a dead run (single-node stores), or found none to free. */
+  private staleLeaseReleased = false;
   /** Whether the last stream page read was full (more was waiting). */
   private behind = false;
   /** Since when every pass, with its rest, found the thread never idle (see `wake`); undefined: the last one did not. */
@@ -230,6 +232,12 @@ export class EngageRunner {
   private async pass(): Promise<boolean> {
     const { store, now } = this.options;
     // Renewed when half gone: not a write per page.
+    if (!this.staleLeaseReleased) {
+      // A run killed with SIGKILL held the lease: on a single-node store it is
+      // gone for sure, so do not wait up to LEASE_MS for that lease to end.
+      if (store.capabilities.releasesLeases) await store.releaseStaleEngageLease(this.owner);
+      this.staleLeaseReleased = true;
+    }
     const at = now();
     if (at > this.leaseUntil - LEASE_MS / 2) {
       // Lapsed: another node may have had it meanwhile and changed profiles.

@@ -372,6 +372,14 @@ export interface EngageStore {
   /** Gives the lease up (a stopping node), when `owner` holds it. */
   releaseEngageLease(owner: string): Promise<void>;
   /**
+   * At start, on a single-node store (`capabilities.releasesLeases`): frees
+   * the Engage lease when an owner other than `keepOwner` holds it (a process
+   * killed with SIGKILL, a stage thread that died), so Engage resumes at once
+   * instead of when that lease runs out. Resolves whether it freed one; on a
+   * shared store it frees nothing (another node may be alive).
+   */
+  releaseStaleEngageLease(keepOwner: string): Promise<boolean>;
+  /**
    * Writes one step of the evaluator in one commit, or nothing: resolves
    * false, writing nothing, when the cursor is no longer `cursor.from`,
    * a profile's version is not `expectedVersion` (0: it must not exist) or a

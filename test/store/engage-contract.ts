@@ -125,5 +125,13 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       await store.releaseEngageLease('node-b');
       assert.equal(await store.claimEngageLease('node-a', T0 + 1_600, 1_000), true);
     });
+
+    void it('frees a dead owner’s lease at start only on a single-node store', async () => {
+      assert.equal(await store.claimEngageLease('dead-run', T0 + 10_000, 60_000), true);
+      assert.equal(await store.releaseStaleEngageLease('new-run'), store.capabilities.releasesLeases);
+      assert.equal(await store.claimEngageLease('new-run', T0 + 10_001, 1_000), store.capabilities.releasesLeases);
+      // Never one's own lease.
+      assert.equal(await store.releaseStaleEngageLease(store.capabilities.releasesLeases ? 'new-run' : 'dead-run'), false);
+    });
   });
 }

@@ -465,6 +465,11 @@ export class PostgresStore implements Store {
     await engage.releaseLease(this.pool, owner);
   }
 
+  /** Frees nothing: another node may hold the lease and be alive (`capabilities.releasesLeases` is false). */
+  async releaseStaleEngageLease(): Promise<boolean> {
+    return false;
+  }
+
   async commitEngage(batch: EngageBatch): Promise<boolean> {
     try {
       return await this.write(async (client) => {

@@ -173,6 +173,14 @@ export class EngageQueries {
     this.prepare(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0 WHERE id = 1 AND lease_owner = ?`).run(owner);
   }
 
+  /** Whether a lease held by another owner than `keepOwner` was freed. */
+  releaseOtherLease(keepOwner: string): boolean {
+    return (
+      this.prepare(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0 WHERE id = 1 AND lease_owner IS NOT NULL AND lease_owner <> ?`).run(keepOwner)
+        .changes > 0
+    );
+  }
+
   /** Resolves false when a condition failed (nothing written). */
   commit(batch: EngageBatch): boolean {
     try {

@@ -519,6 +519,11 @@ export class SqliteStore implements Store {
     await this.write(() => this.engage.releaseLease(owner));
   }
 
+  /** Frees another owner's Engage lease: one `serve` per data folder (data-dir-lock.ts), so that owner is gone. */
+  async releaseStaleEngageLease(keepOwner: string): Promise<boolean> {
+    return this.write(() => this.engage.releaseOtherLease(keepOwner));
+  }
+
   async commitEngage(batch: EngageBatch): Promise<boolean> {
     const committed = await this.write(() => this.engage.commit(batch));
     if (committed && batch.messages.length > 0) {
