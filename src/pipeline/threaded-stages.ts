@@ -106,6 +106,7 @@ export class ThreadedStages implements BackgroundStages {
         this.restartTimer = setTimeout(() => {
           if (this.stopping) return;
           this.spawnWithRetries().catch((error: unknown) => {
+            if (this.stopping) return; // stopped while it was being started again
             // Ingest alone would acknowledge messages nobody delivers: better to stop loudly.
             this.logger.fatal({ err: error }, 'the stage thread cannot start again; exiting');
             process.exit(1);
