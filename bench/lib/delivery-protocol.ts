@@ -91,6 +91,12 @@ export interface SenderArgs {
   readonly connections: number;
   /** userIds cycle through `user-0` … `user-<users - 1>` (default 5,000, as the ingest payload does). */
   readonly users?: number;
+  /**
+   * A heavy user (engage.latency.heavy-user): every message is this user's,
+   * with a new `coupon` each (distinct values), tagged `benchPhase: "heavy"`
+   * so that no receiver times it.
+   */
+  readonly heavyUser?: string;
 }
 
 export type SenderLine =

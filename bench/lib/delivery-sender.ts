@@ -41,9 +41,10 @@ async function main(): Promise<void> {
     sequence += 1;
     const sentAtMs = preciseNow();
     template.messageId = `${args.idPrefix}-${sequence}`;
-    template.userId = `user-${sequence % users}`;
+    template.userId = args.heavyUser ?? `user-${sequence % users}`;
     template.properties['sentAtMs'] = sentAtMs;
-    template.properties['benchPhase'] = benchPhase;
+    template.properties['benchPhase'] = args.heavyUser === undefined ? benchPhase : 'heavy';
+    if (args.heavyUser !== undefined) template.properties['coupon'] = `heavy-${sequence}`;
     const body = JSON.stringify(template);
     if (benchPhase === 'measured') sentMeasured += 1;
     else sentWarmup += 1;

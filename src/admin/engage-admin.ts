@@ -3,6 +3,7 @@ import {
   type ComputationSpec,
   DefinitionError,
   EngageModel,
+  MAX_PROFILE_IDENTIFIERS,
   type ProfileState,
   keyFromName,
   parseAudienceDefinition,
@@ -34,6 +35,8 @@ export interface ProfileView {
   readonly traits: Record<string, unknown>;
   readonly computedTraits: Record<string, unknown>;
   readonly audiences: readonly string[];
+  /** When `identifiers` is one page of more: pass it as `identifiersCursor` for the next. */
+  readonly identifiersCursor?: string;
 }
 
 export interface MemberView {
@@ -136,7 +139,10 @@ export class EngageAdmin {
     return members.length === limit ? { members: views, cursor: encodeCursor(members[members.length - 1]!.profileId) } : { members: views };
   }
 
-  async profile(identifier: string): Promise<ProfileView> {
+  async profile(identifier: string, query: { identifiersLimit?: unknown; identifiersCursor?: unknown } = {}): Promise<ProfileView> {
+    const limit = limitParam(query.identifiersLimit, IDENTIFIERS_PAGE, MAX_PROFILE_IDENTIFIERS);
+    const cursor = query.identifiersCursor;
+    const after = typeof cursor === 'string' && cursor !== '' ? decodeIdentifierCursor(cursor) : undefined;
     const record = await this.requireProfile(identifier);
     const computations = await this.store.listComputations(undefined, false);
     const model = compileQuietly(computations.map(toSpec));
@@ -152,7 +158,19 @@ export class EngageAdmin {
         computedTraits[computation.key] = value;
       }
     }
-    return { id: record.id, identifiers: record.identifiers, traits: profileTraits(state), computedTraits, audiences };
+    // Identifiers are paged (sorted): a profile may hold up to MAX_PROFILE_IDENTIFIERS.
+    const sorted = [...record.identifiers].sort();
+    const from = after === undefined ? 0 : sortedIndexAfter(sorted, after);
+    const identifiers = sorted.slice(from, from + limit);
+    const more = from + limit < sorted.length;
+    return {
+      id: record.id,
+      identifiers,
+      traits: profileTraits(state),
+      computedTraits,
+      audiences,
+      ...(more ? { identifiersCursor: encodeCursor(identifiers[identifiers.length - 1]!) } : {}),
+    };
   }
 
   async events(identifier: string, query: { limit?: unknown }): Promise<{ events: unknown[] }> {
@@ -235,6 +253,27 @@ function readsKey(computation: ComputationRecord, key: string): boolean {
 
 function toSpec(c: { id: string; kind: ComputationKind; key: string; definition: unknown }): ComputationSpec {
   return { id: c.id, kind: c.kind, key: c.key, definition: c.definition };
+}
+
+/** Identifiers a profile answer lists by default (`identifiersLimit`, at most MAX_PROFILE_IDENTIFIERS). */
+const IDENTIFIERS_PAGE = 100;
+
+/** The index of the first of `sorted` after `after`. */
+function sortedIndexAfter(sorted: readonly string[], after: string): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (sorted[middle]! <= after) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** An identifier cursor: the last identifier of the previous page (identifiers are at most about 1,000 characters). */
+function decodeIdentifierCursor(cursor: string): string {
+  if (cursor.length > 2_000 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw new ApiError('invalid_request', 'identifiersCursor is not one this API gave');
+  return Buffer.from(cursor, 'base64url').toString();
 }
 
 const encodeCursor = (profileId: string): string => Buffer.from(profileId).toString('base64url');

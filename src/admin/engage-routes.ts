@@ -25,8 +25,8 @@ export function engageRoutes(engage: EngageAdmin): (app: FastifyInstance) => voi
     app.get<{ Params: { id: string }; Querystring: Query }>('/audiences/:id/members', { schema: ENGAGE_SCHEMAS.members }, async (request) =>
       engage.members(request.params.id, request.query),
     );
-    app.get<{ Params: { identifier: string } }>('/profiles/:identifier', { schema: ENGAGE_SCHEMAS.profile }, async (request) =>
-      engage.profile(request.params.identifier),
+    app.get<{ Params: { identifier: string }; Querystring: Query }>('/profiles/:identifier', { schema: ENGAGE_SCHEMAS.profile }, async (request) =>
+      engage.profile(request.params.identifier, request.query),
     );
     app.get<{ Params: { identifier: string }; Querystring: Query }>('/profiles/:identifier/events', { schema: ENGAGE_SCHEMAS.events }, async (request) =>
       engage.events(request.params.identifier, request.query),

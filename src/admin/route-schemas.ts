@@ -459,12 +459,14 @@ export const ENGAGE_SCHEMAS = {
       summary: 'A profile: identifiers, traits, computed traits and audiences',
       tags: ['profiles'],
       params: identifierParams,
+      querystring: { type: 'object', properties: { identifiersLimit: { type: 'string' }, identifiersCursor: { type: 'string' } } },
       'x-responses': {
         200: ok('The profile', {
           type: 'object',
           properties: {
             id: { type: 'string' },
             identifiers: { type: 'array', items: { type: 'string' } },
+            identifiersCursor: { type: 'string' },
             traits: { type: 'object' },
             computedTraits: { type: 'object' },
             audiences: { type: 'array', items: { type: 'string' } },

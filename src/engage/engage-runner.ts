@@ -18,6 +18,7 @@ import {
   type ParsedMessage,
   ProfileSet,
   RECENT_EVENTS,
+  type Working,
   type WorkingProfile,
   firstIdentifier,
   unsentOutputs,
@@ -316,28 +317,48 @@ export class EngageRunner {
     const parsed = page.map((stored) => (stored.type === 'delete' ? undefined : engageMessageOf(stored)));
     await work.preload(page.flatMap((stored, i) => identifiersOf(stored, parsed[i])));
     const messages: IngestEntry[] = [];
+    // A profile is evaluated once per page, after all its messages (see evaluatePage).
+    const applied = new Set<Working>();
     for (const [i, stored] of page.entries()) {
       if (stored.type === 'delete' && stored.userId !== undefined && stored.status === 'accepted') {
+        messages.push(...this.evaluatePage(definitions, work, applied, at));
         await work.erase(`user_id:${stored.userId}`);
         continue;
       }
       const message = parsed[i];
       if (message === undefined) continue;
       const profile = await work.resolve(stored, message);
-      const before = profile.current;
       definitions.model.apply(profile.state, message.engage);
-      profile.recentSeqs = [stored.seq, ...profile.recentSeqs].slice(0, RECENT_EVENTS);
+      profile.recentSeqs = [stored.seq, ...profile.recentSeqs.slice(0, RECENT_EVENTS - 1)];
       profile.dirty = true;
+      applied.add(profile);
+    }
+    messages.push(...this.evaluatePage(definitions, work, applied, at));
+    const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
+    // A refused commit (the lease changed hands) waits for the next poll.
+    return this.settle(work, await store.commitEngage(batch));
+  }
+
+  /**
+   * Evaluates the profiles a page changed and returns their syncs: once per
+   * profile and page, however many of its messages the page holds, so a
+   * message costs an apply (bounded accumulators) and a heavy user's backlog
+   * costs one evaluation, one state write and at most one sync per output per
+   * page (a change undone within the page sends nothing; the last value
+   * goes). A profile merged away mid-page is evaluated as the survivor.
+   */
+  private evaluatePage(definitions: Definitions, work: ProfileSet, applied: Set<Working>, at: number): IngestEntry[] {
+    const messages: IngestEntry[] = [];
+    for (const profile of applied) {
+      if (!work.holds(profile)) continue;
       const after = definitions.model.evaluate(profile.state, at);
-      const resend = profile.resend;
-      messages.push(...this.syncsFor(definitions, profile, before, after, resend, profile.lostMemberships, at));
+      messages.push(...this.syncsFor(definitions, profile, profile.current, after, profile.resend, profile.lostMemberships, at));
       profile.current = after;
       profile.resend = false;
       profile.lostMemberships = [];
     }
-    const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
-    // A refused commit (the lease changed hands) waits for the next poll.
-    return this.settle(work, await store.commitEngage(batch));
+    applied.clear();
+    return messages;
   }
 
   /** The page up to the first gap in seqs, unless that gap has been there longer than the grace. */

@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { type EngageMessage, type EngageModel, type Outputs, type ProfileState, emptyProfileState, mergeProfileStates } from '../domain/engage/index.js';
+import {
+  type EngageMessage,
+  type EngageModel,
+  IdentifierCounts,
+  type Outputs,
+  type ProfileState,
+  emptyProfileState,
+  mergeProfileStates,
+} from '../domain/engage/index.js';
 import type { ComputationRecord, EngageBatch, ProfileRecord, ProfileWrite, Store, StoredMessage } from '../store/store.js';
 import type { ProfileCache } from './profile-cache.js';
 
@@ -43,11 +51,6 @@ export interface Definitions {
   readonly unsent: Outputs;
   /** Enabled Webhooks destinations by source id. */
   readonly webhookSources: ReadonlySet<string>;
-}
-
-export function hasUserId(profile: WorkingProfile): boolean {
-  for (const identifier of profile.identifiers) if (identifier.startsWith('user_id:')) return true;
-  return false;
 }
 
 export function firstIdentifier(profile: WorkingProfile, prefix: string): string | undefined {
@@ -95,6 +98,8 @@ export class ProfileSet {
   private readonly deleted = new Map<string, number>();
   /** Output rows as the commit will leave them, by profile id (filled by toBatch). */
   private readonly writtenRows = new Map<string, Record<string, unknown>>();
+  /** Identifiers by type of the profiles linked to in this commit (see IDENTIFIER_LIMITS). */
+  private readonly counts = new WeakMap<Working, IdentifierCounts>();
 
   constructor(
     private readonly store: Store,
@@ -165,6 +170,11 @@ export class ProfileSet {
     return profile;
   }
 
+  /** Whether this profile is still one this commit writes (not merged into another, not erased). */
+  holds(profile: Working): boolean {
+    return this.profiles.get(profile.id) === profile;
+  }
+
   private async ownerOf(identifier: string): Promise<string | undefined> {
     if (!this.owners.has(identifier)) await this.preload([identifier]);
     return this.owners.get(identifier) ?? undefined;
@@ -207,21 +217,38 @@ export class ProfileSet {
       profile = this.profiles.get(ids[0]!)!;
       for (const otherId of ids.slice(1)) this.mergeInto(profile, this.profiles.get(otherId)!);
     }
-    const hadUserId = hasUserId(profile);
+    const counts = this.countsOf(profile);
+    const hadUserId = counts.of('user_id') > 0;
     for (const name of names) {
+      if (profile.identifiers.has(name)) continue;
+      // Beyond its type's limit a new identifier is not linked; the message still counts here.
+      if (!counts.take(name)) continue;
       profile.identifiers.add(name);
       this.owners.set(name, profile.id);
     }
     // Gaining a user id: its memberships and values go again, with it.
-    if (!hadUserId && hasUserId(profile)) profile.resend = true;
+    if (!hadUserId && counts.of('user_id') > 0) profile.resend = true;
     return profile;
+  }
+
+  private countsOf(profile: Working): IdentifierCounts {
+    let counts = this.counts.get(profile);
+    if (counts === undefined) this.counts.set(profile, (counts = new IdentifierCounts(profile.identifiers)));
+    return counts;
   }
 
   private mergeInto(survivor: Working, other: Working): void {
     survivor.state = mergeProfileStates(survivor.state, other.state);
+    const counts = this.countsOf(survivor);
     for (const identifier of other.identifiers) {
-      survivor.identifiers.add(identifier);
-      this.owners.set(identifier, survivor.id);
+      if (survivor.identifiers.has(identifier)) continue;
+      if (counts.take(identifier)) {
+        survivor.identifiers.add(identifier);
+        this.owners.set(identifier, survivor.id);
+      } else {
+        // Dropped: its row goes with the merged-away profile, and no profile holds it any more.
+        this.owners.set(identifier, null);
+      }
     }
     // Memberships the merged-away profile held and the merged one may not: sent as false if so (the survivor's own are in the diff).
     for (const [id, value] of Object.entries(other.current)) {

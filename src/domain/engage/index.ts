@@ -28,3 +28,4 @@ export {
   STATE_LIMITS,
 } from './state.js';
 export { type ComputationKind, type ComputationSpec, type Outputs, EngageModel, diffOutputs } from './model.js';
+export { IDENTIFIER_LIMITS, IdentifierCounts, MAX_PROFILE_IDENTIFIERS, identifierType } from './identity-limits.js';

@@ -81,7 +81,12 @@ async function identifiersOf(pool: Queryable, ids: readonly string[]): Promise<M
     `SELECT identifier, profile_id FROM profile_identifiers WHERE profile_id = ANY($1::text[])`,
     [ids],
   );
-  for (const row of rows) byProfile.set(row.profile_id, [...(byProfile.get(row.profile_id) ?? []), row.identifier]);
+  // Appended in place: copying the list per row made a profile of n identifiers cost n² (issue 29).
+  for (const row of rows) {
+    const list = byProfile.get(row.profile_id);
+    if (list === undefined) byProfile.set(row.profile_id, [row.identifier]);
+    else list.push(row.identifier);
+  }
   return byProfile;
 }
 
@@ -116,7 +121,11 @@ export async function getProfiles(pool: Queryable, ids: readonly string[]): Prom
   const identifiers = await identifiersOf(pool, ids);
   const memberships = new Map<string, OutputRow[]>();
   const memberRows = await pool.query<OutputRow>(`SELECT * FROM profile_outputs WHERE profile_id = ANY($1::text[])`, [ids]);
-  for (const row of memberRows.rows) memberships.set(row.profile_id, [...(memberships.get(row.profile_id) ?? []), row]);
+  for (const row of memberRows.rows) {
+    const held = memberships.get(row.profile_id);
+    if (held === undefined) memberships.set(row.profile_id, [row]);
+    else held.push(row);
+  }
   return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], memberships.get(row.id) ?? []));
 }
 

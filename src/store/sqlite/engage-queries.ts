@@ -122,7 +122,11 @@ export class EngageQueries {
     const memberships = new Map<string, OutputRow[]>();
     const memberRows = this.prepare(`SELECT * FROM profile_outputs WHERE profile_id IN (SELECT value FROM json_each(?))`)
       .all(list) as OutputRow[];
-    for (const row of memberRows) memberships.set(row.profile_id, [...(memberships.get(row.profile_id) ?? []), row]);
+    for (const row of memberRows) {
+      const held = memberships.get(row.profile_id);
+      if (held === undefined) memberships.set(row.profile_id, [row]);
+      else held.push(row);
+    }
     return rows.map((row) => toProfileRecord(row, identifiers.get(row.id) ?? [], memberships.get(row.id) ?? []));
   }
 
@@ -131,7 +135,12 @@ export class EngageQueries {
     if (ids.length === 0) return byProfile;
     const rows = this.prepare(`SELECT identifier, profile_id FROM profile_identifiers WHERE profile_id IN (SELECT value FROM json_each(?))`)
       .all(JSON.stringify(ids)) as Array<{ identifier: string; profile_id: string }>;
-    for (const row of rows) byProfile.set(row.profile_id, [...(byProfile.get(row.profile_id) ?? []), row.identifier]);
+    // Appended in place: copying the list per row made a profile of n identifiers cost n² (issue 29).
+    for (const row of rows) {
+      const list = byProfile.get(row.profile_id);
+      if (list === undefined) byProfile.set(row.profile_id, [row.identifier]);
+      else list.push(row.identifier);
+    }
     return byProfile;
   }
 
