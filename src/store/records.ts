@@ -327,4 +327,6 @@ export interface ReplayPage {
   readonly messageSeqs: readonly number[];
   readonly receivers: readonly string[] | undefined;
   readonly at: number;
+  /** The destination has a transformation: the deliveries are created `transforming` (it runs again on each). */
+  readonly transforming?: boolean | undefined;
 }

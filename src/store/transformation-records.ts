@@ -27,6 +27,8 @@ export interface TransformingDelivery {
   readonly messageId: string | undefined;
   /** The message's stored body (null once the message is gone). */
   readonly body: string | null;
+  /** Queued by a replay: its outcome never changes the message's status. */
+  readonly replay: boolean;
 }
 
 /** What the debugger shows of a transformation run on a message. */
@@ -46,6 +48,8 @@ export type TransformResult = {
   readonly deliveryId: number;
   readonly messageSeq: number;
   readonly at: number;
+  /** A replay's delivery: the message's status and debugger entry stay as they are. */
+  readonly replay: boolean;
   /** Undefined when no transformation ran (it was detached since: the delivery goes on with the message's body). */
   readonly info: TransformInfo | undefined;
 } & (

@@ -77,7 +77,7 @@ export class TransformStage {
 
   private async transform(delivery: TransformingDelivery, versions: Map<string, Promise<TransformationVersionRecord | undefined>>): Promise<TransformResult> {
     const { directory, store, metrics, now } = this.options;
-    const base = { deliveryId: delivery.id, messageSeq: delivery.messageSeq };
+    const base = { deliveryId: delivery.id, messageSeq: delivery.messageSeq, replay: delivery.replay };
     const destination = directory.webhooks(delivery.sourceId);
     const ref = destination?.check.ok === true ? destination.check.settings.transformation : undefined;
     // Detached since, or the message is gone (the delivery worker reports that): deliver as it is.

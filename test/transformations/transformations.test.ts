@@ -176,6 +176,23 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.equal(boom.transformation.version, 2);
     });
 
+    it('replays run the version attached now, leaving the message as it was', async () => {
+      const t = await sy.admin('POST', '/transformations', { name: 'replayed', code: 'export function transformEvent(e) { return { ...e, v: 1 }; }' });
+      const source = await sy.createSource('replayed');
+      await attach(source.id, { id: t.body.id });
+      const from = new Date(Date.now() - 1000).toISOString();
+      await track(source.writeKey, source.id, 'Once');
+      await eventually(() => bodiesFor(source.id)[0]);
+      await sy.admin('PUT', `/transformations/${t.body.id}`, { code: 'export function transformEvent(e) { return { ...e, v: 2 }; }' });
+      const replay = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to: new Date(Date.now() + 1000).toISOString() });
+      assert.equal(replay.status, 201, JSON.stringify(replay.body));
+      const bodies = await eventually(() => (bodiesFor(source.id).length >= 2 ? bodiesFor(source.id) : undefined), 20_000);
+      assert.deepEqual(bodies.map((b) => b.v), [1, 2]);
+      const [message] = await messages(source.id);
+      assert.equal(message.status, 'accepted');
+      assert.equal(message.transformation.version, 1);
+    });
+
     it('runs RudderStack\'s documented example unchanged', async () => {
       const t = await sy.admin('POST', '/transformations', { name: 'rudderstack', code: RUDDERSTACK_EXAMPLE });
       const source = await sy.createSource('rudder');

@@ -63,12 +63,12 @@ export async function deleteTransformation(client: pg.ClientBase, id: string): P
 }
 
 export async function listTransformingDeliveries(pool: pg.Pool, limit: number): Promise<TransformingDelivery[]> {
-  const { rows } = await pool.query<{ id: number; source_id: string; message_seq: number; message_id: string | null; body: string | null }>(
-    `SELECT d.id, d.source_id, d.message_seq, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+  const { rows } = await pool.query<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null }>(
+    `SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
      WHERE d.status = 'transforming' ORDER BY d.id LIMIT $1`,
     [limit],
   );
-  return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body }));
+  return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body, replay: row.replay_id !== null }));
 }
 
 /** See `TransformationStore.finishTransforms`; each result applies only while its delivery is `transforming` (the UPDATE's row lock decides between nodes). */
@@ -86,7 +86,7 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
         );
         applied = (updated.rowCount ?? 0) > 0;
         // A retried message that failed in its transformation and now passes is accepted again.
-        if (applied) await client.query(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = $1 AND status = 'failed'`, [result.messageSeq]);
+        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = $1 AND status = 'failed'`, [result.messageSeq]);
         if (applied && result.kind === 'output' && result.bodies.length > 1) {
           await client.query(
             `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at, body)
@@ -100,7 +100,7 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
       case 'dropped': {
         const deleted = await client.query(`DELETE FROM deliveries WHERE id = $1 AND status = 'transforming'`, [deliveryId]);
         applied = (deleted.rowCount ?? 0) > 0;
-        if (applied) await client.query(`UPDATE messages SET status = 'filtered', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
+        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'filtered', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
         break;
       }
       case 'failed': {
@@ -109,10 +109,10 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
           [result.reason, at, deliveryId],
         );
         applied = (failed.rowCount ?? 0) > 0;
-        if (applied) await client.query(`UPDATE messages SET status = 'failed', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
+        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'failed', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
         break;
       }
     }
-    if (applied && result.info !== undefined) await client.query(`UPDATE messages SET transform = $1 WHERE seq = $2`, [JSON.stringify(result.info), result.messageSeq]);
+    if (applied && !result.replay && result.info !== undefined) await client.query(`UPDATE messages SET transform = $1 WHERE seq = $2`, [JSON.stringify(result.info), result.messageSeq]);
   }
 }

@@ -41,15 +41,15 @@ export class TransformationQueries {
             break;
           case 'dropped':
             applied = remove.run(deliveryId).changes > 0;
-            if (applied) messageStatus.run('filtered', result.reason, result.messageSeq);
+            if (applied && !result.replay) messageStatus.run('filtered', result.reason, result.messageSeq);
             break;
           case 'failed':
             applied = toFailed.run(result.reason, at, deliveryId).changes > 0;
-            if (applied) messageStatus.run('failed', result.reason, result.messageSeq);
+            if (applied && !result.replay) messageStatus.run('failed', result.reason, result.messageSeq);
             break;
         }
-        if (applied && (result.kind === 'output' || result.kind === 'unchanged')) reaccept.run(result.messageSeq);
-        if (applied && result.info !== undefined) messageInfo.run(JSON.stringify(result.info), result.messageSeq);
+        if (applied && !result.replay && (result.kind === 'output' || result.kind === 'unchanged')) reaccept.run(result.messageSeq);
+        if (applied && !result.replay && result.info !== undefined) messageInfo.run(JSON.stringify(result.info), result.messageSeq);
       }
     });
   }
@@ -108,10 +108,10 @@ export class TransformationQueries {
   transforming(limit: number): TransformingDelivery[] {
     const rows = this.db
       .prepare(`
-        SELECT d.id, d.source_id, d.message_seq, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+        SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
         WHERE d.status = 'transforming' ORDER BY d.id LIMIT ?`)
-      .all(limit) as Array<{ id: number; source_id: string; message_seq: number; message_id: string | null; body: string | null }>;
-    return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body }));
+      .all(limit) as Array<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null }>;
+    return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body, replay: row.replay_id !== null }));
   }
 
   finish(results: readonly TransformResult[]): void {
