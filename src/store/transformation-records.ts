@@ -71,8 +71,8 @@ export interface TransformationStore {
   listTransformationVersions(id: string): Promise<Array<{ version: number; createdAt: number }>>;
   /** Deletes it with its versions; resolves false when absent. */
   deleteTransformation(id: string): Promise<boolean>;
-  /** Up to `limit` deliveries waiting for their transformation, oldest first. */
-  listTransformingDeliveries(limit: number): Promise<TransformingDelivery[]>;
+  /** Up to `limit` deliveries waiting for their transformation, oldest first, but those of `skipSourceIds`. */
+  listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]>;
   /**
    * In one commit, for each result whose delivery is still `transforming`:
    * `output`: the delivery becomes `pending` (due at `at`) with the first

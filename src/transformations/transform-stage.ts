@@ -16,8 +16,12 @@ export interface TransformStageOptions {
   readonly onError: (error: unknown) => void;
 }
 
-/** Deliveries taken per pass and stored in one commit. */
-const BATCH = 100;
+/** Deliveries listed per pass. */
+const BATCH = 200;
+/** Deliveries of one source per lane, stored in one commit. */
+const LANE_BATCH = 50;
+/** Sources transformed at once (isolated-vm runs each isolate's calls on its own pool thread). */
+const MAX_LANES = 8;
 
 /**
  * The transform stage: takes the deliveries processing created
@@ -27,12 +31,14 @@ const BATCH = 100;
  * holds the SQLite write lock — and stores what came of each batch in one
  * commit (`finishTransforms`): the output body on the delivery (a split: more
  * deliveries, in order), or the message `filtered`/`failed` with the reason.
- * Runs one message at a time, so a source's messages keep their order.
+ * Sources run side by side, each source's messages one at a time, in order.
  */
 export class TransformStage {
   private readonly loop: PassLoop;
   private readonly runner: TransformationRunner;
   private unsubscribe: (() => void) | undefined;
+  /** The lane running per source. */
+  private readonly lanes = new Map<string, Promise<void>>();
 
   constructor(private readonly options: TransformStageOptions) {
     this.runner = new TransformationRunner(options.limits);
@@ -53,6 +59,7 @@ export class TransformStage {
   async stop(): Promise<void> {
     this.unsubscribe?.();
     await this.loop.stop();
+    await Promise.all(this.lanes.values());
     this.runner.dispose();
   }
 
@@ -61,18 +68,44 @@ export class TransformStage {
     return this.runner.pool.heapBytes();
   }
 
+  /**
+   * Starts a lane per source with waiting deliveries (up to MAX_LANES): each
+   * transforms its source's deliveries in order and commits them, while
+   * other sources' lanes go on, so a transformation that loops or waits
+   * delays only its own source's messages. A source's next lane starts only
+   * after its last one committed (the listing skips busy sources): its
+   * messages keep their order.
+   */
   private async drain(): Promise<void> {
-    for (;;) {
-      if (this.loop.isStopped) return;
-      const waiting = await this.options.store.listTransformingDeliveries(BATCH);
-      if (waiting.length === 0) return;
-      // Versions read once per batch: "the latest" is the store's, which every node reads alike.
-      const versions = new Map<string, Promise<TransformationVersionRecord | undefined>>();
-      const results: TransformResult[] = [];
-      for (const delivery of waiting) results.push(await this.transform(delivery, versions));
-      await this.options.store.finishTransforms(results);
-      if (waiting.length < BATCH) return;
+    if (this.loop.isStopped || this.lanes.size >= MAX_LANES) return;
+    const waiting = await this.options.store.listTransformingDeliveries(BATCH, [...this.lanes.keys()]);
+    const bySource = new Map<string, TransformingDelivery[]>();
+    for (const delivery of waiting) {
+      const list = bySource.get(delivery.sourceId);
+      if (list === undefined) bySource.set(delivery.sourceId, [delivery]);
+      else if (list.length < LANE_BATCH) list.push(delivery);
     }
+    for (const [sourceId, deliveries] of bySource) {
+      if (this.lanes.size >= MAX_LANES) break;
+      const lane = this.runLane(deliveries)
+        .catch(this.options.onError)
+        .finally(() => {
+          this.lanes.delete(sourceId);
+          this.loop.wake();
+        });
+      this.lanes.set(sourceId, lane);
+    }
+  }
+
+  private async runLane(deliveries: readonly TransformingDelivery[]): Promise<void> {
+    // Versions read once per lane: "the latest" is the store's, which every node reads alike.
+    const versions = new Map<string, Promise<TransformationVersionRecord | undefined>>();
+    const results: TransformResult[] = [];
+    for (const delivery of deliveries) {
+      if (this.loop.isStopped) break;
+      results.push(await this.transform(delivery, versions));
+    }
+    await this.options.store.finishTransforms(results);
   }
 
   private async transform(delivery: TransformingDelivery, versions: Map<string, Promise<TransformationVersionRecord | undefined>>): Promise<TransformResult> {

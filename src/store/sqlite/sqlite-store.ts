@@ -459,8 +459,8 @@ export class SqliteStore implements Store {
     return this.write(() => this.transformations.delete(id));
   }
 
-  async listTransformingDeliveries(limit: number): Promise<TransformingDelivery[]> {
-    return this.transformations.transforming(limit);
+  async listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]> {
+    return this.transformations.transforming(limit, skipSourceIds);
   }
 
   async finishTransforms(results: readonly TransformResult[]): Promise<void> {
