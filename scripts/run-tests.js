@@ -26,7 +26,7 @@ if (files.length === 0) {
 }
 const result = spawnSync(
   process.execPath,
-  ['--test', `--test-concurrency=${Math.max(2, availableParallelism())}`, '--test-reporter=spec', ...files],
+  ['--no-node-snapshot', '--test', `--test-concurrency=${Math.max(2, availableParallelism())}`, '--test-reporter=spec', ...files],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);

@@ -27,11 +27,13 @@ export const ERROR_CODES = {
   invalid_filter: 400,
   unknown_receiver: 400,
   invalid_definition: 400,
+  invalid_transformation: 400,
   not_found: 404,
   profile_not_found: 404,
   key_conflict: 409,
   delivery_not_failed: 409,
   standard_webhooks_not_enabled: 409,
+  transformation_in_use: 409,
   // Both
   route_not_found: 404,
   internal_error: 500,

@@ -55,6 +55,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly transformRuns = new Counter({
+    name: 'switchyard_transformation_runs_total',
+    help: 'Messages a transformation ran on, by transformation id and outcome (output, dropped, error, timeout, memory)',
+    labelNames: ['transformation', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly transformSeconds = new Histogram({
+    name: 'switchyard_transformation_duration_seconds',
+    help: 'Time of one transformation call (awaited promises included), by transformation id',
+    labelNames: ['transformation'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 4],
+    registers: [this.registry],
+  });
+
   readonly connectionsCut = new Counter({
     name: 'switchyard_http_connections_cut_total',
     help: 'Connections the server cut: pipeline_too_deep (more requests waiting than allowed), stalled (answers not read)',

@@ -16,6 +16,9 @@ import { regulationRoutes } from './regulation-routes.js';
 import { ReplayAdmin } from './replay-admin.js';
 import { replayRoutes } from './replay-routes.js';
 import type { SourceAdmin } from './source-admin.js';
+import { TransformationAdmin } from './transformation-admin.js';
+import { transformationRoutes } from './transformation-routes.js';
+import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
 
@@ -61,6 +64,7 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       replayRoutes(new ReplayAdmin(store, { now, onCreated: () => stages()?.wakeReplays() })),
       engageRoutes(new EngageAdmin(store, { now, onChange: () => stages()?.engageDefinitionsChanged() })),
       overviewRoutes(new OverviewAdmin(store, now)),
+      transformationRoutes(new TransformationAdmin(store, now, sandboxLimitsFromEnv())),
     ],
   };
 }

@@ -16,6 +16,8 @@ export interface DebuggerEntry {
   readonly reason?: string;
   /** The stored message, parsed. */
   readonly message: unknown;
+  /** The transformation that ran on it: `{id, name, version, logs}`. */
+  readonly transformation?: unknown;
 }
 
 export const DEFAULT_DEBUGGER_LIMIT = 50;
@@ -36,7 +38,9 @@ export function entryJson(stored: StoredMessage): string {
   }
   const reason = stored.reason === undefined ? '' : `,"reason":${JSON.stringify(stored.reason)}`;
   const receivedAt = new Date(stored.receivedAt).toISOString();
-  return `{"seq":${stored.seq},"receivedAt":"${receivedAt}","type":${JSON.stringify(stored.type ?? null)},"status":"${stored.status}"${reason},"message":${body}}`;
+  // Written by the transform stage with JSON.stringify: no raw line breaks.
+  const transformation = stored.transform === undefined ? '' : `,"transformation":${stored.transform}`;
+  return `{"seq":${stored.seq},"receivedAt":"${receivedAt}","type":${JSON.stringify(stored.type ?? null)},"status":"${stored.status}"${reason},"message":${body}${transformation}}`;
 }
 
 export function viewMessage(stored: StoredMessage): DebuggerEntry {
@@ -54,6 +58,7 @@ export function viewMessage(stored: StoredMessage): DebuggerEntry {
     status: stored.status,
     ...(stored.reason !== undefined && { reason: stored.reason }),
     message,
+    ...(stored.transform !== undefined && { transformation: JSON.parse(stored.transform) as unknown }),
   };
 }
 

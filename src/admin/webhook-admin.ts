@@ -27,6 +27,7 @@ export interface WebhookView {
     readonly webhooks: WebhookSettings['webhooks'];
     readonly sharedSecret?: string;
     readonly standardWebhooks?: { readonly secret: string; readonly previousValidUntil?: string };
+    readonly transformation?: WebhookSettings['transformation'];
   };
   readonly filters: readonly DestinationFilter[];
   readonly updatedAt: string;
@@ -90,6 +91,10 @@ export class WebhookAdmin {
     const parsed = parseWebhookSettings(rawSettings);
     if (!parsed.ok) throw new ApiError('invalid_receivers', parsed.problem);
     if (!this.options.allowPrivateReceivers) await this.refusePrivate(parsed.settings);
+    const ref = parsed.settings.transformation;
+    if (ref !== undefined && (await this.store.getTransformationVersion(ref.id, ref.version)) === undefined) {
+      throw new ApiError('invalid_receivers', `settings.transformation: no transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` with version ${ref.version}`}`);
+    }
 
     const destination: DestinationRecord = { sourceId, kind: 'webhooks', enabled, settings: parsed.settings, updatedAt: this.now() };
     await this.store.putDestination(destination);
@@ -220,6 +225,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
           ...(overlapping && { previousValidUntil: new Date(standard.previousValidUntil).toISOString() }),
         },
       }),
+      ...(settings.transformation !== undefined && { transformation: settings.transformation }),
     },
     filters: settings.filters ?? [],
     updatedAt: new Date(destination.updatedAt).toISOString(),

@@ -29,7 +29,8 @@ export function isJsonObject(value: unknown): value is JsonObject {
  * - suppressed: its user is under a suppression request; not routed.
  * - filtered: valid and new, but a destination filter dropped it (the reason names the filter); not routed.
  */
-export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered';
+/** `failed`: its transformation threw, timed out or gave no message (set after processing, by the transform stage). */
+export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered' | 'failed';
 
 /** Request size limits of the Tracking API, in bytes after decompression. */
 export const LIMITS = Object.freeze({

@@ -20,6 +20,13 @@ export interface WebhookSettings {
    * everything the destination applies.
    */
   readonly filters?: readonly DestinationFilter[] | undefined;
+  /** The transformation run on each message before its delivery exists (no version: the latest). */
+  readonly transformation?: TransformationRef | undefined;
+}
+
+export interface TransformationRef {
+  readonly id: string;
+  readonly version?: number | undefined;
 }
 
 export interface WebhookReceiver {
@@ -92,8 +99,8 @@ export function webhookDestination(record: { readonly enabled: boolean; readonly
 export function parseWebhookSettings(input: unknown): SettingsCheck {
   if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');
   for (const key of Object.keys(input)) {
-    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks' && key !== 'filters') {
-      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks`);
+    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks' && key !== 'filters' && key !== 'transformation') {
+      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks, transformation`);
     }
   }
   const list = input['webhooks'];
@@ -136,15 +143,36 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
     if (error instanceof ConditionError) return problem(error.message);
     throw error;
   }
+  let transformation: TransformationRef | undefined;
+  if (input['transformation'] !== undefined && input['transformation'] !== null) {
+    const parsed = parseTransformationRef(input['transformation']);
+    if (typeof parsed === 'string') return problem(parsed);
+    transformation = parsed;
+  }
   return {
     ok: true,
     settings: {
       webhooks,
+      ...(transformation !== undefined && { transformation }),
       ...(sharedSecret !== undefined && { sharedSecret }),
       ...(standardWebhooks !== undefined && { standardWebhooks }),
       ...(filters.length > 0 && { filters }),
     },
   };
+}
+
+function parseTransformationRef(value: unknown): TransformationRef | string {
+  const at = 'settings.transformation';
+  if (!isJsonObject(value)) return `${at} must be an object {"id": "…", "version"?: N}`;
+  for (const key of Object.keys(value)) {
+    if (key !== 'id' && key !== 'version') return `${at} has an unknown field "${key.slice(0, 60)}"; allowed: id, version`;
+  }
+  const id = value['id'];
+  if (typeof id !== 'string' || id === '' || id.length > 100) return `${at}.id must be a transformation id`;
+  const version = value['version'];
+  if (version === undefined || version === null) return { id };
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) return `${at}.version must be a version number (1, 2, …)`;
+  return { id, version };
 }
 
 function parseReceiver(entry: unknown, at: string): WebhookReceiver | string {

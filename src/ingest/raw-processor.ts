@@ -1,6 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { type HeaderDefaults, applyHeaderDefaults } from '../domain/browser-settings.js';
 import { type CallType, DEDUPLICATION_WINDOW_MS, type JsonObject } from '../domain/message.js';
+import type { WebhookDestination } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -45,6 +46,16 @@ export interface RawProcessorOptions {
  * doubled the hold; the hold is what ingest's p99 pays.
  */
 const LIMITS = { maxRequests: 500, maxMessages: 500 } as const;
+
+/**
+ * A destination with a transformation gets its deliveries created
+ * `transforming`: the transform stage runs the code later, outside this
+ * transaction (user code may take seconds; this holds the write lock).
+ */
+function withTransformation(entries: IngestEntry[], webhooks: WebhookDestination | undefined): IngestEntry[] {
+  if (webhooks?.check.ok !== true || webhooks.check.settings.transformation === undefined) return entries;
+  return entries.map((entry) => (entry.status === 'accepted' && entry.destinations.includes('webhooks') ? { ...entry, transforming: true } : entry));
+}
 
 /** Thrown inside the processing transaction (which rolls it back) when a raw request needs a newer config than loaded. */
 class ConfigBehind extends Error {
@@ -173,7 +184,8 @@ export class RawProcessor {
         suppressedBy: (sourceId: string, userId: string) => suppressions.regulationFor(sourceId, userId),
       };
       // Ingest checked the whole-body limits before its 200; bodyBytes 0 skips them here.
-      return kind === 'batch' ? entriesForBatch(body, 0, facts) : entriesForCall(body, row.route as CallType, facts);
+      const entries = kind === 'batch' ? entriesForBatch(body, 0, facts) : entriesForCall(body, row.route as CallType, facts);
+      return withTransformation(entries, directory.webhooks(source.id));
     } catch (error) {
       // Building is pure, so an error would recur on every retry and block
       // every later request (e.g. a batch context nested deep enough to

@@ -11,6 +11,8 @@ import { ReplayRunner } from '../replays/replay-runner.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { Store } from '../store/store.js';
 import { newMessageId } from '../util/ids.js';
+import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import { TransformStage } from '../transformations/transform-stage.js';
 
 const REGULATION_POLL_MS = 5_000;
 const REPLAY_POLL_MS = 2_000;
@@ -19,6 +21,8 @@ const ENGAGE_POLL_MS = 1_000;
 const PRUNE_EVERY_MS = 3_600_000;
 /** Raw requests are processed on notification; this catches other nodes' and missed ones. */
 const PROCESSING_POLL_MS = 1_000;
+/** Deliveries waiting for their transformation are taken on notification; this catches other nodes'. */
+const TRANSFORM_POLL_MS = 1_000;
 /**
  * How long raw requests gather before processing takes them (see
  * RawProcessor): under load, one transaction for several of ingest's group
@@ -86,8 +90,9 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
+  const transforms = new TransformStage({ store, directory, metrics, limits: sandboxLimitsFromEnv(), now, pollMs: TRANSFORM_POLL_MS, onError });
   // Every stage has the same start / stop / wake shape.
-  const runners = [processor, regulations, replays, engage];
+  const runners = [processor, regulations, replays, engage, transforms];
 
   const pruner = setInterval(() => {
     const at = now();

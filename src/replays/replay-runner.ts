@@ -2,6 +2,12 @@ import { performance } from 'node:perf_hooks';
 import { REPLAY_WINDOW, nextReplayWindow, pickReplayPage } from '../domain/replay.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
+import type { SettingsCheck } from '../domain/webhook-settings.js';
+
+/** A destination with a transformation gets replayed messages transformed again, with the version attached now. */
+function transformed(check: SettingsCheck | undefined): boolean {
+  return check?.ok === true && check.settings.transformation !== undefined;
+}
 import type { ReplayRecord, StoredMessage, Store } from '../store/store.js';
 
 export interface ReplayRunnerOptions {
@@ -154,6 +160,7 @@ export class ReplayRunner {
       messageSeqs: picked.seqs,
       receivers: replay.receivers,
       at: now(),
+      transforming: transformed(directory.webhooks(replay.sourceId)?.check),
     });
     if (!queued) {
       // Cancelled, or another node queued this page: read where the replays stand.

@@ -44,6 +44,8 @@ export interface IngestEntry {
   readonly body: string;
   /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
   readonly destinations: readonly DestinationKind[];
+  /** The Webhooks delivery is created `transforming`: the source's destination has a transformation. */
+  readonly transforming?: boolean | undefined;
 }
 
 /**
@@ -109,9 +111,12 @@ export interface StoredMessage {
   readonly userId: string | undefined;
   readonly receivedAt: number;
   readonly body: string;
+  /** JSON of the `TransformInfo` of the transformation that ran on it, if one did. */
+  readonly transform?: string | undefined;
 }
 
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+/** `transforming`: waiting for its transformation (not claimable yet). */
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'transforming';
 
 export interface ClaimRequest {
   readonly owner: string;
@@ -322,4 +327,6 @@ export interface ReplayPage {
   readonly messageSeqs: readonly number[];
   readonly receivers: readonly string[] | undefined;
   readonly at: number;
+  /** The destination has a transformation: the deliveries are created `transforming` (it runs again on each). */
+  readonly transforming?: boolean | undefined;
 }

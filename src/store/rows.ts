@@ -122,6 +122,7 @@ export interface MessageRow {
   user_id: string | null;
   received_at: number;
   body: string;
+  transform?: string | null;
 }
 
 export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
@@ -201,6 +202,7 @@ export function toStoredMessage(row: MessageRow): StoredMessage {
     userId: row.user_id ?? undefined,
     receivedAt: row.received_at,
     body: row.body,
+    ...(row.transform !== null && row.transform !== undefined && { transform: row.transform }),
   };
 }
 

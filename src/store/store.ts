@@ -1,10 +1,12 @@
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { TransformationStore } from './transformation-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
 
 export type * from './records.js';
 export type * from './engage-records.js';
+export type * from './transformation-records.js';
 
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
@@ -59,6 +61,7 @@ export interface Store
     RegulationStore,
     ReplayStore,
     EngageStore,
+    TransformationStore,
     TrafficStore,
     ChangeFeed,
     RetentionStore {

@@ -32,7 +32,7 @@ export interface ChildSwitchyard {
  */
 export async function startChildSwitchyard(env: Record<string, string>, port?: number): Promise<ChildSwitchyard> {
   const listenPort = port ?? (await freePort());
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+  const child = spawn(process.execPath, ['--no-node-snapshot', BIN, 'serve'], {
     env: {
       PATH: process.env['PATH'] ?? '',
       HOST: '127.0.0.1',

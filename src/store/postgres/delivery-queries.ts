@@ -47,8 +47,8 @@ export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Pro
          leased AS (
            UPDATE deliveries d SET lease_owner = $3, next_attempt_at = $4, updated_at = $1
            FROM due WHERE d.id = due.id
-           RETURNING ${CLAIMED_COLUMNS})
-         SELECT leased.*, m.body FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
+           RETURNING ${CLAIMED_COLUMNS}, d.body AS own_body)
+         SELECT leased.*, coalesce(leased.own_body, m.body) AS body FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
          ORDER BY leased.id`,
         values: [request.now, request.limit, request.owner, request.now + request.leaseMs],
       });
@@ -180,8 +180,8 @@ export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDe
 /** Runs in the caller's transaction, which also notifies when this requeued any. */
 export async function requeueFailedDeliveries(client: pg.ClientBase, filter: RequeueFilter, now: number): Promise<number> {
   const result = await client.query(
-    `UPDATE deliveries SET status = 'pending', next_attempt_at = $1, first_attempt_at = NULL,
-       retry_urls = NULL, lease_owner = NULL, updated_at = $1
+    `UPDATE deliveries SET status = CASE WHEN transform_failed THEN 'transforming' ELSE 'pending' END, transform_failed = false,
+       next_attempt_at = $1, first_attempt_at = NULL, retry_urls = NULL, lease_owner = NULL, updated_at = $1
      WHERE status = 'failed'
        AND ($2::bigint IS NULL OR id = $2)
        AND ($3::text IS NULL OR source_id = $3)

@@ -276,6 +276,32 @@ const MIGRATIONS: readonly string[] = [
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   ALTER TABLE regulations ALTER COLUMN raw_seq_mark SET NOT NULL;
   `,
+  // transformations (issue 24): each save is a new version; a delivery of a
+  // destination with a transformation is created 'transforming' (not
+  // claimable) until the transform stage stores its output body on it (NULL
+  // body: the message's own). transform_failed marks a delivery failed by its
+  // transformation, which a retry puts back to 'transforming', not
+  // 'pending'. messages.transform: what ran, for the debugger (JSON).
+  `
+  CREATE TABLE transformations (
+    id             text PRIMARY KEY,
+    name           text NOT NULL,
+    latest_version integer NOT NULL,
+    created_at     bigint NOT NULL,
+    updated_at     bigint NOT NULL
+  );
+  CREATE TABLE transformation_versions (
+    transformation_id text NOT NULL,
+    version           integer NOT NULL,
+    code              text NOT NULL,
+    created_at        bigint NOT NULL,
+    PRIMARY KEY (transformation_id, version)
+  );
+  ALTER TABLE deliveries ADD COLUMN body text;
+  ALTER TABLE deliveries ADD COLUMN transform_failed boolean NOT NULL DEFAULT false;
+  ALTER TABLE messages ADD COLUMN transform text;
+  CREATE INDEX deliveries_transforming ON deliveries (id) WHERE status = 'transforming';
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -52,6 +52,8 @@ import * as raw from './raw-queries.js';
 import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
 import * as replays from './replay-queries.js';
+import * as transformations from './transformation-queries.js';
+import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import * as sources from './source-queries.js';
 import * as traffic from './traffic-queries.js';
 
@@ -327,6 +329,48 @@ export class PostgresStore implements Store {
     return this.write(async (client) => {
       const count = await deliveries.requeueFailedDeliveries(client, filter, now);
       return { value: count, topics: count > 0 ? ['deliveries'] : [] };
+    });
+  }
+
+  // --- transformations -------------------------------------------------------------------
+
+  async insertTransformation(id: string, name: string, code: string, at: number): Promise<TransformationVersionRecord> {
+    return this.write(async (client) => ({ value: await transformations.insertTransformation(client, id, name, code, at), topics: [] }));
+  }
+
+  async addTransformationVersion(id: string, code: string, name: string | undefined, at: number): Promise<TransformationVersionRecord | undefined> {
+    return this.write(async (client) => ({ value: await transformations.addTransformationVersion(client, id, code, name, at), topics: [] }));
+  }
+
+  async listTransformations(): Promise<TransformationRecord[]> {
+    return transformations.listTransformations(this.pool);
+  }
+
+  async getTransformation(id: string): Promise<TransformationRecord | undefined> {
+    return transformations.getTransformation(this.pool, id);
+  }
+
+  async getTransformationVersion(id: string, version?: number): Promise<TransformationVersionRecord | undefined> {
+    return transformations.getTransformationVersion(this.pool, id, version);
+  }
+
+  async listTransformationVersions(id: string): Promise<Array<{ version: number; createdAt: number }>> {
+    return transformations.listTransformationVersions(this.pool, id);
+  }
+
+  async deleteTransformation(id: string): Promise<boolean> {
+    return this.write(async (client) => ({ value: await transformations.deleteTransformation(client, id), topics: [] }));
+  }
+
+  async listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]> {
+    return transformations.listTransformingDeliveries(this.pool, limit, skipSourceIds);
+  }
+
+  async finishTransforms(results: readonly TransformResult[]): Promise<void> {
+    if (results.length === 0) return;
+    await this.write(async (client) => {
+      await transformations.finishTransforms(client, results);
+      return { value: undefined, topics: ['deliveries', 'messages'] };
     });
   }
 

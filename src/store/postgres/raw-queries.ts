@@ -158,6 +158,11 @@ export async function processRawRequests(
       `processing stored ${seqs.length} messages of ${entries.length}, ${row.jobs} delivery jobs of ${jobs.entries.length}, deleted ${row.deleted} raw requests of ${requests.length}`,
     );
   }
+  // Deliveries of a transformed destination wait for the transform stage (not claimable), in this same transaction.
+  const transforming = seqs.filter((_, i) => statuses[i] === 'accepted' && entries[i]!.transforming === true);
+  if (transforming.length > 0) {
+    await client.query(`UPDATE deliveries SET status = 'transforming' WHERE message_seq = ANY($1::bigint[]) AND destination = 'webhooks' AND status = 'pending'`, [transforming]);
+  }
   return { requests: requests.length, results: seqs.map((seq, i) => ({ seq, status: statuses[i]! })), deliveriesAdded, caughtUp };
 }
 

@@ -55,8 +55,8 @@ export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): 
   if (page.messageSeqs.length === 0) return true;
   await client.query(
     `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
-     SELECT $1, seq, 'webhooks', 'pending', $2, $3, $2, $2, $4 FROM unnest($5::bigint[]) AS seq`,
-    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs],
+     SELECT $1, seq, 'webhooks', $6, $2, $3, $2, $2, $4 FROM unnest($5::bigint[]) AS seq`,
+    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs, page.transforming === true ? 'transforming' : 'pending'],
   );
   return true;
 }

@@ -15,7 +15,7 @@ export class MessageQueries {
   private readonly acceptedFrom: Statement<[number], [number, string, string, number]>;
   private readonly firstSeqFrom: Statement<[number], [number, number]>;
   private readonly insertMessage: Statement<unknown[]>;
-  private readonly insertDelivery: Statement<[string, number, string, number, number, number]>;
+  private readonly insertDelivery: Statement<[string, number, string, string, number, number, number]>;
   private readonly recent: Statement<[string, number], MessageRow>;
   private readonly after: Statement<[string, number, number], MessageRow>;
   private readonly countAfter: Statement<[string, number]>;
@@ -42,7 +42,7 @@ export class MessageQueries {
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
     this.insertDelivery = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
-      VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
+      VALUES (?, ?, ?, ?, ?, ?, ?)`);
     this.recent = db.prepare(`SELECT * FROM messages WHERE source_id = ? ORDER BY seq DESC LIMIT ?`);
     this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
     this.countAfter = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ?`).pluck();
@@ -132,7 +132,9 @@ export class MessageQueries {
     );
     if (status === 'accepted') {
       for (const destination of entry.destinations) {
-        this.insertDelivery.run(entry.sourceId, seq, destination, entry.receivedAt, entry.receivedAt, entry.receivedAt);
+        // A transformed destination's delivery waits for the transform stage (not claimable).
+        const status = entry.transforming === true && destination === 'webhooks' ? 'transforming' : 'pending';
+        this.insertDelivery.run(entry.sourceId, seq, destination, status, entry.receivedAt, entry.receivedAt, entry.receivedAt);
       }
     }
     return seq;

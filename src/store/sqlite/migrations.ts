@@ -293,6 +293,32 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE regulations ADD COLUMN raw_seq_mark INTEGER NOT NULL DEFAULT 0;
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   `,
+  // transformations (issue 24): each save is a new version; a delivery of a
+  // destination with a transformation is created 'transforming' (not
+  // claimable) until the transform stage stores its output body on it (NULL
+  // body: the message's own). transform_failed marks a delivery failed by its
+  // transformation, which a retry puts back to 'transforming', not
+  // 'pending'. messages.transform: what ran, for the debugger (JSON).
+  `
+  CREATE TABLE transformations (
+    id             TEXT PRIMARY KEY,
+    name           TEXT NOT NULL,
+    latest_version INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    updated_at     INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE transformation_versions (
+    transformation_id TEXT NOT NULL,
+    version           INTEGER NOT NULL,
+    code              TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    PRIMARY KEY (transformation_id, version)
+  ) WITHOUT ROWID;
+  ALTER TABLE deliveries ADD COLUMN body TEXT;
+  ALTER TABLE deliveries ADD COLUMN transform_failed INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE messages ADD COLUMN transform TEXT;
+  CREATE INDEX deliveries_transforming ON deliveries (id) WHERE status = 'transforming';
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -13,7 +13,7 @@ const WITH_COUNTS = `
 export class ReplayQueries {
   private readonly queuePageTx: Transaction<(page: ReplayPage) => boolean>;
   private readonly moveCursor: Statement<[number, number, number, string, number]>;
-  private readonly insertDelivery: Statement<[string, number, number, string | null, number, number, string]>;
+  private readonly insertDelivery: Statement<[string, number, string, number, string | null, number, number, string]>;
 
   constructor(private readonly db: Database) {
     this.moveCursor = db.prepare(`
@@ -21,12 +21,13 @@ export class ReplayQueries {
       WHERE id = ? AND cursor_seq = ? AND status = 'running'`);
     this.insertDelivery = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
-      VALUES (?, ?, 'webhooks', 'pending', ?, ?, ?, ?, ?)`);
+      VALUES (?, ?, 'webhooks', ?, ?, ?, ?, ?, ?)`);
     this.queuePageTx = db.transaction((page: ReplayPage) => {
       const moved = this.moveCursor.run(page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor).changes > 0;
       if (!moved) return false;
       const receivers = page.receivers === undefined ? null : JSON.stringify(page.receivers);
-      for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, page.at, receivers, page.at, page.at, page.replayId);
+      const status = page.transforming === true ? 'transforming' : 'pending';
+      for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, status, page.at, receivers, page.at, page.at, page.replayId);
       return true;
     });
   }

@@ -53,6 +53,8 @@ import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
+import { TransformationQueries } from './transformation-queries.js';
+import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import { WriteLock } from './write-lock.js';
 import * as sources from './source-queries.js';
 
@@ -87,6 +89,7 @@ export class SqliteStore implements Store {
   private deliveries!: DeliveryQueries;
   private regulations!: RegulationQueries;
   private replays!: ReplayQueries;
+  private transformations!: TransformationQueries;
   private engage!: EngageQueries;
   private traffic!: TrafficQueries;
   private raw!: RawQueries;
@@ -197,6 +200,7 @@ export class SqliteStore implements Store {
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
+    this.transformations = new TransformationQueries(this.db);
     this.engage = new EngageQueries(this.db, this.messages);
   }
 
@@ -423,6 +427,47 @@ export class SqliteStore implements Store {
     const count = await this.write(() => this.deliveries.requeueFailed(filter, now));
     if (count > 0) this.emit('deliveries');
     return count;
+  }
+
+  // --- transformations -------------------------------------------------------------------
+
+  async insertTransformation(id: string, name: string, code: string, at: number): Promise<TransformationVersionRecord> {
+    return this.write(() => this.transformations.insert(id, name, code, at));
+  }
+
+  async addTransformationVersion(id: string, code: string, name: string | undefined, at: number): Promise<TransformationVersionRecord | undefined> {
+    return this.write(() => this.transformations.addVersion(id, code, name, at));
+  }
+
+  async listTransformations(): Promise<TransformationRecord[]> {
+    return this.transformations.list();
+  }
+
+  async getTransformation(id: string): Promise<TransformationRecord | undefined> {
+    return this.transformations.get(id);
+  }
+
+  async getTransformationVersion(id: string, version?: number): Promise<TransformationVersionRecord | undefined> {
+    return this.transformations.getVersion(id, version);
+  }
+
+  async listTransformationVersions(id: string): Promise<Array<{ version: number; createdAt: number }>> {
+    return this.transformations.versions(id);
+  }
+
+  async deleteTransformation(id: string): Promise<boolean> {
+    return this.write(() => this.transformations.delete(id));
+  }
+
+  async listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]> {
+    return this.transformations.transforming(limit, skipSourceIds);
+  }
+
+  async finishTransforms(results: readonly TransformResult[]): Promise<void> {
+    if (results.length === 0) return;
+    await this.write(() => this.transformations.finish(results));
+    this.emit('deliveries');
+    this.emit('messages');
   }
 
   // --- replays ------------------------------------------------------------------------

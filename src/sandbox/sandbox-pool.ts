@@ -1,0 +1,51 @@
+import { Sandbox, type SandboxCode } from './sandbox.js';
+import type { SandboxLimits } from './sandbox-limits.js';
+
+/**
+ * Sandboxes by program key (a transformation's `id@version`): one isolate
+ * per program, created on first use and reused for every later call; the
+ * least recently used is disposed when more than `maxIsolates` are live.
+ * A version's code never changes, so a key always names the same code.
+ */
+export class SandboxPool {
+  private readonly sandboxes = new Map<string, Sandbox>();
+
+  constructor(
+    private readonly limits: SandboxLimits,
+    private readonly maxIsolates = 64,
+  ) {}
+
+  get(key: string, program: () => SandboxCode): Sandbox {
+    let sandbox = this.sandboxes.get(key);
+    if (sandbox !== undefined) {
+      // Map order is insertion order: re-inserting marks it most recent.
+      this.sandboxes.delete(key);
+      this.sandboxes.set(key, sandbox);
+      return sandbox;
+    }
+    sandbox = new Sandbox(program(), this.limits);
+    this.sandboxes.set(key, sandbox);
+    while (this.sandboxes.size > this.maxIsolates) {
+      const [oldestKey, oldest] = this.sandboxes.entries().next().value as [string, Sandbox];
+      this.sandboxes.delete(oldestKey);
+      oldest.dispose();
+    }
+    return sandbox;
+  }
+
+  /** Heap in use across the live isolates, in bytes. */
+  heapBytes(): number {
+    let total = 0;
+    for (const sandbox of this.sandboxes.values()) total += sandbox.heapBytes();
+    return total;
+  }
+
+  get size(): number {
+    return this.sandboxes.size;
+  }
+
+  dispose(): void {
+    for (const sandbox of this.sandboxes.values()) sandbox.dispose();
+    this.sandboxes.clear();
+  }
+}

@@ -1,0 +1,145 @@
+import type { Metrics } from '../metrics.js';
+import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import type { ChangeFeed, TransformationStore, TransformationVersionRecord, TransformingDelivery, TransformResult } from '../store/store.js';
+import { PassLoop } from '../util/pass-loop.js';
+import { TransformationRunner } from './transformation-runner.js';
+
+export interface TransformStageOptions {
+  readonly store: TransformationStore & ChangeFeed;
+  readonly directory: SourceDirectory;
+  readonly metrics: Metrics;
+  readonly limits: SandboxLimits;
+  readonly now: () => number;
+  /** How often to look for waiting deliveries without a notification (other nodes', missed ones). */
+  readonly pollMs: number;
+  readonly onError: (error: unknown) => void;
+}
+
+/** Deliveries listed per pass. */
+const BATCH = 200;
+/** Deliveries of one source per lane, stored in one commit. */
+const LANE_BATCH = 50;
+/** Sources transformed at once (isolated-vm runs each isolate's calls on its own pool thread). */
+const MAX_LANES = 8;
+
+/**
+ * The transform stage: takes the deliveries processing created
+ * `transforming` (their destination has a transformation), oldest first,
+ * runs the transformation attached now on each message in the sandbox —
+ * outside any store transaction, so user code (up to its time limit) never
+ * holds the SQLite write lock — and stores what came of each batch in one
+ * commit (`finishTransforms`): the output body on the delivery (a split: more
+ * deliveries, in order), or the message `filtered`/`failed` with the reason.
+ * Sources run side by side, each source's messages one at a time, in order.
+ */
+export class TransformStage {
+  private readonly loop: PassLoop;
+  private readonly runner: TransformationRunner;
+  private unsubscribe: (() => void) | undefined;
+  /** The lane running per source. */
+  private readonly lanes = new Map<string, Promise<void>>();
+
+  constructor(private readonly options: TransformStageOptions) {
+    this.runner = new TransformationRunner(options.limits);
+    this.loop = new PassLoop(() => this.drain(), options.pollMs, options.onError);
+  }
+
+  start(): void {
+    this.unsubscribe = this.options.store.subscribe((topic) => {
+      if (topic === 'deliveries') this.loop.wake();
+    });
+    this.loop.start();
+  }
+
+  wake(): void {
+    this.loop.wake();
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    await this.loop.stop();
+    await Promise.all(this.lanes.values());
+    this.runner.dispose();
+  }
+
+  /** Heap in use by the live isolates (bytes). */
+  heapBytes(): number {
+    return this.runner.pool.heapBytes();
+  }
+
+  /**
+   * Starts a lane per source with waiting deliveries (up to MAX_LANES): each
+   * transforms its source's deliveries in order and commits them, while
+   * other sources' lanes go on, so a transformation that loops or waits
+   * delays only its own source's messages. A source's next lane starts only
+   * after its last one committed (the listing skips busy sources): its
+   * messages keep their order.
+   */
+  private async drain(): Promise<void> {
+    if (this.loop.isStopped || this.lanes.size >= MAX_LANES) return;
+    const waiting = await this.options.store.listTransformingDeliveries(BATCH, [...this.lanes.keys()]);
+    const bySource = new Map<string, TransformingDelivery[]>();
+    for (const delivery of waiting) {
+      const list = bySource.get(delivery.sourceId);
+      if (list === undefined) bySource.set(delivery.sourceId, [delivery]);
+      else if (list.length < LANE_BATCH) list.push(delivery);
+    }
+    for (const [sourceId, deliveries] of bySource) {
+      if (this.lanes.size >= MAX_LANES) break;
+      const lane = this.runLane(deliveries)
+        .catch(this.options.onError)
+        .finally(() => {
+          this.lanes.delete(sourceId);
+          this.loop.wake();
+        });
+      this.lanes.set(sourceId, lane);
+    }
+  }
+
+  private async runLane(deliveries: readonly TransformingDelivery[]): Promise<void> {
+    // Versions read once per lane: "the latest" is the store's, which every node reads alike.
+    const versions = new Map<string, Promise<TransformationVersionRecord | undefined>>();
+    const results: TransformResult[] = [];
+    for (const delivery of deliveries) {
+      if (this.loop.isStopped) break;
+      results.push(await this.transform(delivery, versions));
+    }
+    await this.options.store.finishTransforms(results);
+  }
+
+  private async transform(delivery: TransformingDelivery, versions: Map<string, Promise<TransformationVersionRecord | undefined>>): Promise<TransformResult> {
+    const { directory, store, metrics, now } = this.options;
+    const base = { deliveryId: delivery.id, messageSeq: delivery.messageSeq, replay: delivery.replay };
+    const destination = directory.webhooks(delivery.sourceId);
+    const ref = destination?.check.ok === true ? destination.check.settings.transformation : undefined;
+    // Detached since, or the message is gone (the delivery worker reports that): deliver as it is.
+    if (ref === undefined || delivery.body === null) return { ...base, at: now(), info: undefined, kind: 'unchanged' };
+    const key = `${ref.id}@${ref.version ?? 'latest'}`;
+    let lookup = versions.get(key);
+    if (lookup === undefined) {
+      lookup = store.getTransformationVersion(ref.id, ref.version);
+      versions.set(key, lookup);
+    }
+    const version = await lookup;
+    if (version === undefined) {
+      return { ...base, at: now(), info: undefined, kind: 'failed', reason: `transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` v${ref.version}`} no longer exists` };
+    }
+    const source = directory.byId(delivery.sourceId);
+    const run = await this.runner.run(version, delivery.body, { sourceId: delivery.sourceId, sourceName: source?.name ?? '', messageId: delivery.messageId });
+    const label = `transformation "${version.name}" v${version.version}`;
+    const info = { id: version.id, name: version.name, version: version.version, logs: run.logs };
+    metrics.transformSeconds.observe({ transformation: version.id }, run.durationMs / 1000);
+    const outcome = run.outcome.kind === 'error' ? (run.fault ?? 'error') : run.outcome.kind;
+    metrics.transformRuns.inc({ transformation: version.id, outcome });
+    const at = now();
+    switch (run.outcome.kind) {
+      case 'output':
+        return { ...base, at, info, kind: 'output', bodies: run.outcome.bodies };
+      case 'dropped':
+        return { ...base, at, info, kind: 'dropped', reason: `${label} dropped it` };
+      case 'error':
+        return { ...base, at, info, kind: 'failed', reason: `${label}: ${run.outcome.error}`.slice(0, 2000) };
+    }
+  }
+}
