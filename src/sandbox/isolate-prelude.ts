@@ -37,6 +37,9 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     if (typeof text !== 'string' || text === '') text = isError(error) ? 'Error' : toStr(text);
     return text.length > 1000 ? text.slice(0, 1000) + '…' : text;
   };
+  // WebAssembly.Memory is allocated outside V8's heap and isolated-vm's
+  // ArrayBuffer allocator, so memoryLimit does not bound it: not offered.
+  delete globalThis.WebAssembly;
   globalThis.log = log;
   globalThis.console = { log, info: log, warn: log, error: log, debug: log };
   return async (fn, argsJson, metaJson) => {

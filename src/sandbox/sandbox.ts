@@ -55,6 +55,7 @@ export class Sandbox {
   private loading: Promise<Loaded> | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private disposed = false;
+  private pending = 0;
 
   constructor(
     readonly program: SandboxCode,
@@ -62,15 +63,26 @@ export class Sandbox {
   ) {}
 
   /** The entry points the code defines (loads it). */
-  async entryPoints(): Promise<string[]> {
-    return [...(await this.load()).functions.keys()];
+  entryPoints(): Promise<string[]> {
+    return this.track(async () => [...(await this.load()).functions.keys()]);
   }
 
   /** Calls `name` with the JSON array `argsJson` (plus `metadata` when `metaJson` is given), after the calls before it. */
   call(name: string, argsJson: string, metaJson?: string): Promise<CallResult> {
     const run = this.queue.then(() => this.callNow(name, argsJson, metaJson));
     this.queue = run.catch(() => undefined);
-    return run;
+    return this.track(() => run);
+  }
+
+  /** Counts the work in flight, so that a dispose (an LRU eviction) waits for it instead of failing it. */
+  private async track<T>(work: () => Promise<T>): Promise<T> {
+    this.pending++;
+    try {
+      return await work();
+    } finally {
+      this.pending--;
+      if (this.disposed && this.pending === 0) this.drop();
+    }
   }
 
   /** The isolate's heap in use, in bytes (0 when not loaded). */
@@ -81,9 +93,10 @@ export class Sandbox {
     return stats.used_heap_size + stats.externally_allocated_size;
   }
 
+  /** Disposes the isolate now, or when the calls already made have ended (an evicted sandbox still answers them). */
   dispose(): void {
     this.disposed = true;
-    this.drop();
+    if (this.pending === 0) this.drop();
   }
 
   private drop(): void {
@@ -121,7 +134,7 @@ export class Sandbox {
           }, this.limits.timeoutMs);
         }),
       ]);
-      const parsed = parseResult(text, this.resultChars());
+      const parsed = parseResult(text, this.resultChars(), this.limits.logBytes);
       return parsed.ok ? { ...parsed, durationMs: took() } : { ...parsed, durationMs: took() };
     } catch (error) {
       const memory = loaded.isolate.isDisposed && !timedOut && /memory/i.test(String(error));
@@ -139,7 +152,7 @@ export class Sandbox {
   }
 
   private load(): Promise<Loaded> {
-    if (this.disposed) return Promise.reject(new Error('the sandbox was disposed'));
+    // A disposed sandbox may still load for work already handed to it (see track), which drops it after.
     if (this.loaded !== undefined && !this.loaded.isolate.isDisposed) return Promise.resolve(this.loaded);
     this.loaded = undefined;
     this.loading ??= loadProgram(this.program, this.limits, this.resultChars()).then(
@@ -160,7 +173,7 @@ export class Sandbox {
 /** Parses what the dispatcher returned: untrusted text, bounded before it is parsed. */
 type ParsedResult = { readonly ok: true; readonly value: unknown; readonly logs: string[] } | { readonly ok: false; readonly error: string; readonly logs: string[] };
 
-function parseResult(text: unknown, maxChars: number): ParsedResult {
+function parseResult(text: unknown, maxChars: number, logChars: number): ParsedResult {
   if (typeof text !== 'string' || text.length > maxChars) return { ok: false, error: 'the result is too large', logs: [] };
   let parsed: unknown;
   try {
@@ -170,8 +183,20 @@ function parseResult(text: unknown, maxChars: number): ParsedResult {
   }
   if (typeof parsed !== 'object' || parsed === null) return { ok: false, error: 'the result could not be read', logs: [] };
   const record = parsed as { value?: unknown; error?: unknown; logs?: unknown };
-  const logs = Array.isArray(record.logs) ? record.logs.filter((line): line is string => typeof line === 'string') : [];
-  if (typeof record.error === 'string') return { ok: false, error: record.error, logs };
+  // The prelude bounds both, but user code can change what it serializes
+  // (a toJSON on a prototype), so they are bounded again here.
+  const logs: string[] = [];
+  let budget = logChars;
+  for (const line of Array.isArray(record.logs) ? (record.logs as unknown[]) : []) {
+    if (typeof line !== 'string') continue;
+    if (line.length > budget) {
+      logs.push(line.slice(0, budget) + ' [log limit reached]');
+      break;
+    }
+    logs.push(line);
+    budget -= line.length;
+  }
+  if (typeof record.error === 'string') return { ok: false, error: record.error.length > 1000 ? record.error.slice(0, 1000) + '…' : record.error, logs };
   return { ok: true, value: record.value, logs };
 }
 
