@@ -16,6 +16,12 @@ export interface SandboxLimits {
   readonly maxOutputs: number;
   /** Logged lines per call, in characters of text. */
   readonly logBytes: number;
+  /**
+   * Heap of all live isolates of one pool together (MB): the pool keeps at
+   * most `totalMemoryMb / memoryMb` isolates, so many transformations cannot
+   * add up to more host memory than this, whatever each one allocates.
+   */
+  readonly totalMemoryMb: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = Object.freeze({
@@ -25,9 +31,10 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = Object.freeze({
   outputBytes: 32 * 1024,
   maxOutputs: 100,
   logBytes: 4 * 1024,
+  totalMemoryMb: 2_048,
 });
 
-/** The limits with the environment's overrides (bounded: 1 ms–60 s, 8–1024 MB). */
+/** The limits with the environment's overrides (bounded: 1 ms–60 s, 8–1024 MB per isolate, 8–65536 MB in all). */
 export function sandboxLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): SandboxLimits {
   const read = (name: string, fallback: number, min: number, max: number): number => {
     const value = env[name];
@@ -40,5 +47,6 @@ export function sandboxLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): Sand
     ...DEFAULT_SANDBOX_LIMITS,
     timeoutMs: read('SWITCHYARD_TRANSFORM_TIMEOUT_MS', DEFAULT_SANDBOX_LIMITS.timeoutMs, 1, 60_000),
     memoryMb: read('SWITCHYARD_TRANSFORM_MEMORY_MB', DEFAULT_SANDBOX_LIMITS.memoryMb, 8, 1_024),
+    totalMemoryMb: read('SWITCHYARD_TRANSFORM_TOTAL_MEMORY_MB', DEFAULT_SANDBOX_LIMITS.totalMemoryMb, 8, 65_536),
   });
 }

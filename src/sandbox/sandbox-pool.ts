@@ -4,16 +4,21 @@ import type { SandboxLimits } from './sandbox-limits.js';
 /**
  * Sandboxes by program key (a transformation's `id@version`): one isolate
  * per program, created on first use and reused for every later call; the
- * least recently used is disposed when more than `maxIsolates` are live.
+ * least recently used is disposed when more than `maxIsolates` are live
+ * (by default as many as fit in `limits.totalMemoryMb` at `limits.memoryMb`
+ * each, at least one).
  * A version's code never changes, so a key always names the same code.
  */
 export class SandboxPool {
   private readonly sandboxes = new Map<string, Sandbox>();
+  private readonly maxIsolates: number;
 
   constructor(
     private readonly limits: SandboxLimits,
-    private readonly maxIsolates = 64,
-  ) {}
+    maxIsolates?: number,
+  ) {
+    this.maxIsolates = maxIsolates ?? Math.max(1, Math.floor(limits.totalMemoryMb / limits.memoryMb));
+  }
 
   get(key: string, program: () => SandboxCode): Sandbox {
     let sandbox = this.sandboxes.get(key);

@@ -157,3 +157,20 @@ describe('the transformation sandbox', () => {
     await assert.rejects(checkTransformationCode(`// ${'x'.repeat(300 * 1024)}`, LIMITS), /larger than 256 KB/);
   });
 });
+
+describe('the sandbox pool', () => {
+  it('keeps no more isolates than the total memory budget holds, whatever the number of transformations', async () => {
+    const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, timeoutMs: 2_000, memoryMb: 16, totalMemoryMb: 40 };
+    const pool = new TransformationRunner(limits);
+    try {
+      for (let i = 0; i < 5; i++) {
+        const run = await pool.run(version('export function transformEvent(e) { return e; }'), EVENT, META);
+        assert.equal(bodiesOf(run).length, 1);
+        assert.ok(pool.pool.size <= 2, `${pool.pool.size} isolates live with a budget for 2`);
+      }
+      assert.equal(pool.pool.size, 2);
+    } finally {
+      pool.dispose();
+    }
+  });
+});
