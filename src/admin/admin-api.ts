@@ -16,6 +16,9 @@ import { regulationRoutes } from './regulation-routes.js';
 import { ReplayAdmin } from './replay-admin.js';
 import { replayRoutes } from './replay-routes.js';
 import type { SourceAdmin } from './source-admin.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import { TrackingPlanAdmin } from './tracking-plan-admin.js';
+import { trackingPlanRoutes } from './tracking-plan-routes.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
 
@@ -38,6 +41,8 @@ export interface AdminApiDeps {
   /** The background stages once started (undefined until then: nothing to wake). */
   readonly stages: () => StageWakeups | undefined;
   readonly onError: (error: unknown) => void;
+  /** This node's directory, reloaded after a tracking-plan change before it is answered. */
+  readonly directory?: SourceDirectory;
 }
 
 /**
@@ -61,6 +66,7 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       replayRoutes(new ReplayAdmin(store, { now, onCreated: () => stages()?.wakeReplays() })),
       engageRoutes(new EngageAdmin(store, { now, onChange: () => stages()?.engageDefinitionsChanged() })),
       overviewRoutes(new OverviewAdmin(store, now)),
+      trackingPlanRoutes(new TrackingPlanAdmin(store, now, deps.directory)),
     ],
   };
 }

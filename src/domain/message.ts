@@ -28,8 +28,9 @@ export function isJsonObject(value: unknown): value is JsonObject {
  * - duplicate: its messageId was seen on the same source within 24 hours; not routed.
  * - suppressed: its user is under a suppression request; not routed.
  * - filtered: valid and new, but a destination filter dropped it (the reason names the filter); not routed.
+ * - blocked: the source's tracking plan blocks it (the reason lists the violations); not routed, not seen by Engage.
  */
-export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered';
+export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered' | 'blocked';
 
 /** Request size limits of the Tracking API, in bytes after decompression. */
 export const LIMITS = Object.freeze({

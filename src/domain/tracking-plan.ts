@@ -1,7 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { ApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from './message.js';
 import { unsafePattern } from './safe-pattern.js';
 
@@ -46,12 +45,17 @@ export const PLAN_BOUNDS = Object.freeze({
 
 const DEFAULT_CONTROLS: PlanControls = { unplannedEvents: 'allow', violations: 'flag', unplannedProperties: 'allow' };
 
-const invalid = (message: string): ApiError => new ApiError('invalid_tracking_plan', message);
+/** A plan refused at save; the admin answers it as `400 invalid_tracking_plan`. The message names the event and the keyword. */
+export class TrackingPlanError extends Error {
+  override readonly name = 'TrackingPlanError';
+}
+
+const invalid = (message: string): TrackingPlanError => new TrackingPlanError(message);
 
 /**
  * Checks a plan as sent to the admin API (shape, controls, size, every
  * schema valid and compilable, no catastrophically backtracking pattern) and
- * returns it with its controls filled in. Throws `400 invalid_tracking_plan`
+ * returns it with its controls filled in. Throws {@link TrackingPlanError}
  * naming the event and the keyword.
  */
 export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
@@ -147,7 +151,7 @@ function compileSchema(compiler: PlanCompiler, label: string, schema: unknown): 
   try {
     return ajv.compile(schema);
   } catch (error) {
-    throw new ApiError('invalid_tracking_plan', `${label}: ${(error as Error).message.slice(0, 300)} (keyword "${/keyword "?(\w+)/.exec((error as Error).message)?.[1] ?? '$ref'}")`, { cause: error });
+    throw new TrackingPlanError(`${label}: ${(error as Error).message.slice(0, 300)} (keyword "${/keyword "?(\w+)/.exec((error as Error).message)?.[1] ?? '$ref'}")`, { cause: error });
   }
 }
 

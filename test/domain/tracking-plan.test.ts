@@ -2,9 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JsonObject } from '../../src/domain/message.js';
 import { unsafePattern } from '../../src/domain/safe-pattern.js';
-import { compileTrackingPlan, parseTrackingPlan, PLAN_BOUNDS } from '../../src/domain/tracking-plan.js';
+import { compileTrackingPlan, parseTrackingPlan, PLAN_BOUNDS, TrackingPlanError } from '../../src/domain/tracking-plan.js';
 import { checkAgainstPlan } from '../../src/domain/tracking-plan-check.js';
-import { ApiError } from '../../src/errors.js';
 
 const ORDER = { type: 'object', properties: { revenue: { type: 'number' }, currency: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['revenue'] };
 
@@ -16,8 +15,7 @@ function refusal(plan: unknown): string {
   try {
     parseTrackingPlan(plan);
   } catch (error) {
-    assert.ok(error instanceof ApiError);
-    assert.equal(error.code, 'invalid_tracking_plan');
+    assert.ok(error instanceof TrackingPlanError);
     return error.message;
   }
   assert.fail('the plan was accepted');

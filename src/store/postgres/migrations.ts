@@ -276,6 +276,17 @@ const MIGRATIONS: readonly string[] = [
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   ALTER TABLE regulations ALTER COLUMN raw_seq_mark SET NOT NULL;
   `,
+  // tracking plans (issue 26): versions per source, the newest current; a row without a plan is a deletion
+  `
+  CREATE TABLE tracking_plans (
+    source_id  text NOT NULL,
+    version    integer NOT NULL,
+    id         text NOT NULL,
+    plan       text,
+    created_at bigint NOT NULL,
+    PRIMARY KEY (source_id, version)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -293,6 +293,17 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE regulations ADD COLUMN raw_seq_mark INTEGER NOT NULL DEFAULT 0;
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   `,
+  // tracking plans (issue 26): versions per source, the newest current; a row without a plan is a deletion
+  `
+  CREATE TABLE tracking_plans (
+    source_id  text NOT NULL,
+    version    INTEGER NOT NULL,
+    id         text NOT NULL,
+    plan       text,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, version)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
