@@ -145,4 +145,24 @@ await describePostgres('tracking plans on PostgreSQL', () => {
     await db?.drop();
   });
   planSuite('postgres', () => ({ 'database-url': db.url }));
+
+  it('a plan set on one node applies to messages another node receives, within seconds', { timeout: 60_000 }, async () => {
+    const nodeA = await startTestSwitchyard({ 'database-url': db.url });
+    const nodeB = await startTestSwitchyard({ 'database-url': db.url });
+    try {
+      const source = await nodeA.createSource('two-nodes');
+      const put = await nodeA.admin('POST', `/sources/${source.id}/tracking-plan`, { events: { A: {} }, controls: { unplannedEvents: 'block' } });
+      assert.equal(put.status, 201);
+      let n = 0;
+      const blocked = await eventually(async () => {
+        await nodeB.send('/v1/track', source.writeKey, { userId: 'u', event: 'B', properties: { n: ++n } });
+        const [latest] = (await nodeB.admin('GET', `/sources/${source.id}/debugger?limit=1`)).body.messages as { status: string; message: any }[];
+        return latest?.status === 'blocked' ? latest : undefined;
+      }, 15_000, 'node B blocking by the new plan');
+      assert.equal(blocked.message.context.trackingPlanId, put.body.id);
+    } finally {
+      await nodeB.close();
+      await nodeA.close();
+    }
+  });
 });
