@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   unknown_receiver: 400,
   invalid_definition: 400,
   invalid_transformation: 400,
+  invalid_tracking_plan: 400,
   not_found: 404,
   profile_not_found: 404,
   key_conflict: 409,

@@ -142,7 +142,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     metrics,
     tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now },
     browser: { directory, publicUrl: config.publicUrl },
-    admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError }),
+    admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError, directory }),
     processing: () => background.stages?.running() ?? false,
   });
 

@@ -19,6 +19,9 @@ import type { SourceAdmin } from './source-admin.js';
 import { TransformationAdmin } from './transformation-admin.js';
 import { transformationRoutes } from './transformation-routes.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import type { SourceDirectory } from '../sources/source-directory.js';
+import { TrackingPlanAdmin } from './tracking-plan-admin.js';
+import { trackingPlanRoutes } from './tracking-plan-routes.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
 
@@ -41,6 +44,8 @@ export interface AdminApiDeps {
   /** The background stages once started (undefined until then: nothing to wake). */
   readonly stages: () => StageWakeups | undefined;
   readonly onError: (error: unknown) => void;
+  /** This node's directory, reloaded after a tracking-plan change before it is answered. */
+  readonly directory?: SourceDirectory;
 }
 
 /**
@@ -65,6 +70,7 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       engageRoutes(new EngageAdmin(store, { now, onChange: () => stages()?.engageDefinitionsChanged() })),
       overviewRoutes(new OverviewAdmin(store, now)),
       transformationRoutes(new TransformationAdmin(store, now, sandboxLimitsFromEnv())),
+      trackingPlanRoutes(new TrackingPlanAdmin(store, now, deps.directory)),
     ],
   };
 }

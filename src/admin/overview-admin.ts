@@ -4,7 +4,7 @@ import type { Store } from '../store/store.js';
 
 const DEFAULT_MINUTES = 60;
 const MAX_MINUTES = 24 * 60;
-const MESSAGE_STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered'] as const;
+const MESSAGE_STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked'] as const;
 const DELIVERY_OUTCOMES = ['succeeded', 'retried', 'failed'] as const;
 
 export interface OverviewView {

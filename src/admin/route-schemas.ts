@@ -132,7 +132,7 @@ const debuggerEntry: JsonSchema = {
     seq: { type: 'integer' },
     receivedAt: time,
     type: { type: ['string', 'null'] },
-    status: { enum: ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered'] },
+    status: { enum: ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked'] },
     reason: { type: 'string' },
     message: { type: 'object' },
   },

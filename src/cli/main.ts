@@ -15,6 +15,7 @@ import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
 import { ENGAGE_USAGE, engageCommand } from './engage-commands.js';
 import { REPLAY_USAGE, replayCommand } from './replay-commands.js';
 import { TRANSFORMATION_USAGE, transformationCommand } from './transformation-commands.js';
+import { TRACKING_PLAN_USAGE, trackingPlanCommand } from './tracking-plan-commands.js';
 
 const USAGE = `Usage: switchyard <command> [options]
 
@@ -28,13 +29,13 @@ Commands:
   sources enable ID | disable ID turn a source's intake on or off
   sources delete ID              delete a source and everything stored for it
   admin-token rotate             a new admin token, printed once (running servers take it within a second)
-${DELIVERY_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}
+${DELIVERY_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}${TRACKING_PLAN_USAGE}
 Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
 DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
 -h, --help: this text (serve --help: every setting); -v, --version: the version.
 `;
 
-const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'replays', 'transformations', 'audiences', 'computed-traits', 'profiles', 'debugger', 'help'];
+const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'replays', 'transformations', 'audiences', 'computed-traits', 'profiles', 'debugger', 'tracking-plans', 'help'];
 
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'help', 'version']);
 
@@ -190,6 +191,8 @@ async function main(argv: string[]): Promise<void> {
       return engageCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     case 'debugger':
       return debuggerCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+    case 'tracking-plans':
+      return trackingPlanCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}${suggestion(command)}`);
   }

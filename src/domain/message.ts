@@ -28,9 +28,13 @@ export function isJsonObject(value: unknown): value is JsonObject {
  * - duplicate: its messageId was seen on the same source within 24 hours; not routed.
  * - suppressed: its user is under a suppression request; not routed.
  * - filtered: valid and new, but a destination filter dropped it (the reason names the filter); not routed.
+ * - blocked: the source's tracking plan blocks it (the reason lists the violations); not routed, not seen by Engage.
  */
-/** `failed`: its transformation threw, timed out or gave no message (set after processing, by the transform stage). */
-export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered' | 'failed';
+/**
+ * `failed`: its transformation threw, timed out or gave no message (set after processing, by the transform stage).
+ * `blocked`: its source's tracking plan blocked it (no delivery, no profile update).
+ */
+export type MessageStatus = 'accepted' | 'rejected' | 'duplicate' | 'suppressed' | 'filtered' | 'blocked' | 'failed';
 
 /** Request size limits of the Tracking API, in bytes after decompression. */
 export const LIMITS = Object.freeze({

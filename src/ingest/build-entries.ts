@@ -6,6 +6,8 @@ import { sanitizeJson } from '../domain/json-safety.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
 import { suppressionReason } from '../domain/regulation.js';
 import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
+import { type CompiledPlan } from '../domain/tracking-plan.js';
+import { checkAgainstPlan, type Violation } from '../domain/tracking-plan-check.js';
 import { ApiError } from '../errors.js';
 import type { IngestEntry, SourceRecord } from '../store/store.js';
 
@@ -24,6 +26,8 @@ export interface RequestFacts {
   readonly receivedAtIso: string;
   readonly ip: string | undefined;
   readonly newMessageId: () => string;
+  /** The source's tracking plan, compiled (`SourceDirectory.trackingPlan`); undefined: none, nothing checked. */
+  readonly trackingPlan?: CompiledPlan | undefined;
 }
 
 /** Turns a single call's body into the one entry to store. */
@@ -213,10 +217,14 @@ function callContext(facts: Pick<RequestFacts, 'receivedAt' | 'receivedAtIso' | 
  * `accepted`, with the destinations it is routed to.
  */
 function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
+  const sourceId = facts.source.id;
+  const suppressedBy = call.ok && call.userId !== undefined ? facts.suppressedBy?.(sourceId, call.userId) : undefined;
+  // The tracking plan, after suppression and before routing: it may change
+  // the body every later consumer sees (omit, flag) or block the message.
+  const plan = call.ok && suppressedBy === undefined && facts.source.enabled && facts.trackingPlan !== undefined ? checkAgainstPlan(facts.trackingPlan, call.message, call.type) : undefined;
   // One object literal of one shape for every status (no spreads): this runs
   // once per message, and spreads were a visible share of its CPU.
   const body = JSON.stringify(call.message);
-  const sourceId = facts.source.id;
   const receivedAt = facts.receivedAt;
   const entry = (status: IngestEntry['status'], reason: string | undefined, destinations: readonly DestinationKind[]): IngestEntry => ({
     sourceId,
@@ -231,7 +239,7 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   });
   if (!call.ok) return entry('rejected', call.reason, NONE);
   if (!facts.source.enabled) return entry('rejected', 'the source is disabled', NONE);
-  const suppressedBy = call.userId === undefined ? undefined : facts.suppressedBy?.(sourceId, call.userId);
+  if (plan?.action === 'block') return entry('blocked', blockedReason(plan.violations), NONE);
   const integrations = call.message['integrations'];
   const routed = facts.destinations.filter((kind) => isRoutedTo(integrations, kind));
   const accepted = (destinations: readonly DestinationKind[]): IngestEntry =>
@@ -248,3 +256,8 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
 }
 
 const NONE: readonly DestinationKind[] = [];
+
+/** A blocked message's reason: its violations, as JSON (the debugger shows it; the body's context has them too). */
+function blockedReason(violations: readonly Violation[]): string {
+  return `tracking plan: ${JSON.stringify(violations.map((v) => ({ type: v.type, message: v.message, property: v.property })))}`.slice(0, 2_000);
+}

@@ -146,6 +146,8 @@ export class RawProcessor {
   private async processBatch(): Promise<boolean> {
     const { store, now } = this.options;
     for (let tries = 0; ; tries++) {
+      // Plans compile here, outside the transaction (once per plan version).
+      this.options.directory.compileTrackingPlans();
       try {
         const { results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
         this.count(results);
@@ -182,6 +184,7 @@ export class RawProcessor {
         ip: row.ip,
         newMessageId: this.options.newMessageId,
         suppressedBy: (sourceId: string, userId: string) => suppressions.regulationFor(sourceId, userId),
+        trackingPlan: directory.trackingPlan(source.id),
       };
       // Ingest checked the whole-body limits before its 200; bodyBytes 0 skips them here.
       const entries = kind === 'batch' ? entriesForBatch(body, 0, facts) : entriesForCall(body, row.route as CallType, facts);

@@ -1,9 +1,12 @@
 import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { DestinationKind } from '../domain/routing.js';
 import { type WebhookDestination, webhookDestination } from '../domain/webhook-settings.js';
-import type { DestinationRecord, SourceRecord } from '../store/store.js';
+import type { DestinationRecord, SourceRecord, TrackingPlanRecord, TrackingPlanStore } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
 import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
+import { type CompiledPlan, type TrackingPlanDefinition, compileTrackingPlan } from '../domain/tracking-plan.js';
+
+type DirectorySource = ConfigSource & Pick<TrackingPlanStore, 'listTrackingPlans'>;
 
 interface Snapshot {
   readonly byKeyHash: ReadonlyMap<string, SourceRecord>;
@@ -11,11 +14,13 @@ interface Snapshot {
   readonly destinations: ReadonlyMap<string, ReadonlyMap<DestinationKind, DestinationRecord>>;
   /** Webhooks destinations by source id, settings parsed once per load. */
   readonly webhooks: ReadonlyMap<string, WebhookDestination>;
+  /** The current tracking plan of each source that has one (compiled on first use: see `trackingPlan`). */
+  readonly plans: ReadonlyMap<string, TrackingPlanRecord>;
 }
 
 const NO_FILTERS: readonly DestinationFilter[] = [];
 
-const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map(), webhooks: new Map() };
+const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map(), webhooks: new Map(), plans: new Map() };
 
 /**
  * Sources and their destinations, held in memory for the hot paths (write-key
@@ -23,9 +28,18 @@ const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: n
  * stays current.
  */
 export class SourceDirectory {
-  private readonly snapshot: ConfigSnapshot<Snapshot>;
+  private readonly snapshot: ConfigSnapshot<Snapshot, DirectorySource>;
+  /**
+   * Compiled plans by source, each with the version it was compiled from:
+   * a plan is compiled once per version, on the first message that needs it
+   * (ingest, which never checks plans, never compiles one), and kept across
+   * reloads while its version stays current.
+   */
+  private readonly compiled = new Map<string, { readonly record: TrackingPlanRecord; readonly plan: CompiledPlan | undefined }>();
 
-  constructor(store: ConfigSource, options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
+  constructor(
+    store: DirectorySource,
+    private readonly options: { readonly pollMs: number; readonly onError: (error: unknown) => void }) {
     this.snapshot = new ConfigSnapshot(store, EMPTY, loadSnapshot, options);
   }
 
@@ -76,6 +90,38 @@ export class SourceDirectory {
     return check?.ok === true ? (check.settings.filters ?? NO_FILTERS) : NO_FILTERS;
   }
 
+  /**
+   * The source's current tracking plan, compiled (once per plan version), or
+   * undefined when it has none. A stored plan that no longer compiles (saved
+   * by another release) is reported once and not applied.
+   */
+  trackingPlan(sourceId: string): CompiledPlan | undefined {
+    const record = this.snapshot.current.plans.get(sourceId);
+    if (record === undefined) {
+      if (this.compiled.size > 0) this.compiled.delete(sourceId);
+      return undefined;
+    }
+    const cached = this.compiled.get(sourceId);
+    if (cached !== undefined && cached.record.id === record.id && cached.record.version === record.version) return cached.plan;
+    let plan: CompiledPlan | undefined;
+    try {
+      plan = compileTrackingPlan(record.id, record.version, JSON.parse(record.plan) as TrackingPlanDefinition);
+    } catch (error) {
+      this.options.onError(new Error(`tracking plan ${record.id} version ${record.version} of source ${sourceId} does not compile; not applied`, { cause: error }));
+    }
+    this.compiled.set(sourceId, { record, plan });
+    return plan;
+  }
+
+  /**
+   * Compiles every current plan not compiled yet. Processing calls it before
+   * its transaction, so that compiling (milliseconds to a second for a large
+   * plan) never holds the store's write lock.
+   */
+  compileTrackingPlans(): void {
+    for (const sourceId of this.snapshot.current.plans.keys()) this.trackingPlan(sourceId);
+  }
+
   /** Kinds of the source's destinations that are enabled. */
   enabledDestinations(sourceId: string): DestinationKind[] {
     const all = this.snapshot.current.destinations.get(sourceId);
@@ -84,8 +130,8 @@ export class SourceDirectory {
   }
 }
 
-async function loadSnapshot(store: ConfigSource): Promise<Snapshot> {
-  const [sources, destinations] = await Promise.all([store.listSources(), store.listDestinations()]);
+async function loadSnapshot(store: DirectorySource): Promise<Snapshot> {
+  const [sources, destinations, plans] = await Promise.all([store.listSources(), store.listDestinations(), store.listTrackingPlans()]);
   const byDestination = new Map<string, Map<DestinationKind, DestinationRecord>>();
   const webhooks = new Map<string, WebhookDestination>();
   for (const destination of destinations) {
@@ -99,5 +145,6 @@ async function loadSnapshot(store: ConfigSource): Promise<Snapshot> {
     byId: new Map(sources.map((s) => [s.id, s])),
     destinations: byDestination,
     webhooks,
+    plans: new Map(plans.map((p) => [p.sourceId, p])),
   };
 }

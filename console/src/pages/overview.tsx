@@ -22,6 +22,7 @@ const COLOURS: Readonly<Record<string, string>> = {
   retried: '#8a4b00',
   suppressed: '#5b3c99',
   filtered: '#0b57d0',
+  blocked: '#4a4a4a',
 };
 
 export function OverviewPage(_props: { route: Route }) {

@@ -55,6 +55,8 @@ import * as replays from './replay-queries.js';
 import * as transformations from './transformation-queries.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import * as sources from './source-queries.js';
+import * as trackingPlans from './tracking-plan-queries.js';
+import type { TrackingPlanRecord } from '../tracking-plan-records.js';
 import * as traffic from './traffic-queries.js';
 
 export interface PostgresStoreOptions {
@@ -234,6 +236,22 @@ export class PostgresStore implements Store {
 
   async listDestinations(): Promise<DestinationRecord[]> {
     return sources.listDestinations(this.pool);
+  }
+
+  async putTrackingPlan(sourceId: string, plan: string, now: number, newId: string): Promise<TrackingPlanRecord> {
+    return this.configChange((client) => trackingPlans.putTrackingPlan(client, sourceId, plan, now, newId));
+  }
+
+  async deleteTrackingPlan(sourceId: string, now: number): Promise<boolean> {
+    return this.configChange((client) => trackingPlans.deleteTrackingPlan(client, sourceId, now));
+  }
+
+  async getTrackingPlan(sourceId: string): Promise<TrackingPlanRecord | undefined> {
+    return trackingPlans.getTrackingPlan(this.pool, sourceId);
+  }
+
+  async listTrackingPlans(): Promise<TrackingPlanRecord[]> {
+    return trackingPlans.listTrackingPlans(this.pool);
   }
 
   // --- ingest ------------------------------------------------------------------------

@@ -43,6 +43,7 @@ export async function deleteSource(client: pg.ClientBase, id: string): Promise<b
   await client.query('DELETE FROM raw_requests WHERE source_id = $1', [id]);
   await client.query('DELETE FROM dedupe_keys WHERE source_id = $1', [id]);
   await client.query('DELETE FROM replays WHERE source_id = $1', [id]);
+  await client.query('DELETE FROM tracking_plans WHERE source_id = $1', [id]);
   return true;
 }
 

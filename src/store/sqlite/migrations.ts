@@ -319,6 +319,17 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE messages ADD COLUMN transform TEXT;
   CREATE INDEX deliveries_transforming ON deliveries (id) WHERE status = 'transforming';
   `,
+  // tracking plans (issue 26): versions per source, the newest current; a row without a plan is a deletion
+  `
+  CREATE TABLE tracking_plans (
+    source_id  text NOT NULL,
+    version    INTEGER NOT NULL,
+    id         text NOT NULL,
+    plan       text,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (source_id, version)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

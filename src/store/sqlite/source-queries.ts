@@ -47,6 +47,7 @@ export function deleteSource(db: Database, id: string): boolean {
   db.prepare('DELETE FROM messages WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM raw_requests WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
+  db.prepare('DELETE FROM tracking_plans WHERE source_id = ?').run(id);
   return true;
 }
 

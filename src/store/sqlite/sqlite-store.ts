@@ -57,6 +57,8 @@ import { TransformationQueries } from './transformation-queries.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import { WriteLock } from './write-lock.js';
 import * as sources from './source-queries.js';
+import * as trackingPlans from './tracking-plan-queries.js';
+import type { TrackingPlanRecord } from '../tracking-plan-records.js';
 
 export interface SqliteStoreOptions {
   /** Folder of the database file; created when missing. `:memory:` for a private in-memory store. */
@@ -297,6 +299,22 @@ export class SqliteStore implements Store {
 
   async listDestinations(): Promise<DestinationRecord[]> {
     return sources.listDestinations(this.db);
+  }
+
+  async putTrackingPlan(sourceId: string, plan: string, now: number, newId: string): Promise<TrackingPlanRecord> {
+    return this.configChange(() => trackingPlans.putTrackingPlan(this.db, sourceId, plan, now, newId));
+  }
+
+  async deleteTrackingPlan(sourceId: string, now: number): Promise<boolean> {
+    return this.configChange(() => trackingPlans.deleteTrackingPlan(this.db, sourceId, now));
+  }
+
+  async getTrackingPlan(sourceId: string): Promise<TrackingPlanRecord | undefined> {
+    return trackingPlans.getTrackingPlan(this.db, sourceId);
+  }
+
+  async listTrackingPlans(): Promise<TrackingPlanRecord[]> {
+    return trackingPlans.listTrackingPlans(this.db);
   }
 
   // --- ingest ------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+import { readFile } from 'node:fs/promises';
+import { TrackingPlanAdmin } from '../admin/tracking-plan-admin.js';
+import { ApiError } from '../errors.js';
+import type { Store } from '../store/store.js';
+import { parseArgs } from './args.js';
+import type { CliKit } from './delivery-commands.js';
+
+export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source's tracking plan (current version)
+  tracking-plans set SOURCE_ID --file PLAN.json
+                                 set the source's tracking plan (a new version; --file - reads stdin)
+  tracking-plans delete SOURCE_ID
+                                 remove the source's tracking plan
+`;
+
+/**
+ * `switchyard tracking-plans …`, on the store directly. A change bumps the
+ * config version, so running servers (every node) use it within their
+ * config poll.
+ */
+export async function trackingPlanCommand(argv: readonly string[], kit: CliKit): Promise<void> {
+  const { words, flags } = parseArgs(argv, new Set());
+  const file = flags['file'];
+  delete flags['file'];
+  const [, action, sourceId] = words;
+  if (sourceId === undefined) throw kit.usageError('missing SOURCE_ID');
+  const admin = (store: Store): TrackingPlanAdmin => new TrackingPlanAdmin(store, Date.now);
+  switch (action) {
+    case 'get':
+      return kit.withStore(flags, (store) => admin(store).get(sourceId));
+    case 'set': {
+      if (typeof file !== 'string') throw kit.usageError('set needs --file PLAN.json (or --file - for stdin)');
+      const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+      let plan: unknown;
+      try {
+        plan = JSON.parse(text);
+      } catch (error) {
+        throw new ApiError('invalid_tracking_plan', `${file === '-' ? 'stdin' : file} is not valid JSON`, { cause: error });
+      }
+      return kit.withStore(flags, (store) => admin(store).put(sourceId, plan));
+    }
+    case 'delete':
+      return kit.withStore(flags, async (store) => {
+        await admin(store).delete(sourceId);
+        return { deleted: sourceId };
+      });
+    default:
+      throw kit.usageError(`unknown tracking-plans command ${JSON.stringify(action ?? '')}`);
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length;
+    // The plan bound (256 KB) with room for whitespace: parseTrackingPlan says the exact limit.
+    if (size > 1024 * 1024) throw new ApiError('invalid_tracking_plan', 'the plan on stdin is over 1 MB');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,228 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { isJsonObject, type JsonObject } from './message.js';
+import { unsafePattern } from './safe-pattern.js';
+
+/**
+ * Tracking plans (Segment Protocols, RudderStack tracking plans): JSON Schema
+ * per event, for identify and group traits, and for the whole message, with
+ * the controls that say what a message breaking it becomes. This module
+ * checks a plan as saved and compiles it; `tracking-plan-check.ts` applies a
+ * compiled plan to a message. Pure: no I/O.
+ */
+
+export const UNPLANNED_EVENTS = ['allow', 'flag', 'block'] as const;
+export const VIOLATIONS = ['allow', 'flag', 'block', 'omit'] as const;
+export const UNPLANNED_PROPERTIES = ['allow', 'omit'] as const;
+
+export interface PlanControls {
+  readonly unplannedEvents: (typeof UNPLANNED_EVENTS)[number];
+  readonly violations: (typeof VIOLATIONS)[number];
+  readonly unplannedProperties: (typeof UNPLANNED_PROPERTIES)[number];
+}
+
+/** A plan as saved (and stored): the user's definition with its controls filled in. */
+export interface TrackingPlanDefinition {
+  readonly name?: string;
+  readonly events: { readonly [event: string]: { readonly properties?: JsonObject } };
+  readonly identify?: { readonly traits?: JsonObject };
+  readonly group?: { readonly traits?: JsonObject };
+  readonly common?: JsonObject;
+  readonly controls: PlanControls;
+}
+
+export const PLAN_BOUNDS = Object.freeze({
+  /** Of the plan's JSON text. */
+  bytes: 256 * 1024,
+  events: 2_000,
+  /** A plan whose schemas take longer than this to compile is refused at save. */
+  compileMs: 2_000,
+  /** Reported per message; the rest are dropped (the count says how many there were). */
+  violationsPerMessage: 20,
+  patternLength: 500,
+});
+
+const DEFAULT_CONTROLS: PlanControls = { unplannedEvents: 'allow', violations: 'flag', unplannedProperties: 'allow' };
+
+/** A plan refused at save; the admin answers it as `400 invalid_tracking_plan`. The message names the event and the keyword. */
+export class TrackingPlanError extends Error {
+  override readonly name = 'TrackingPlanError';
+}
+
+const invalid = (message: string): TrackingPlanError => new TrackingPlanError(message);
+
+/**
+ * Checks a plan as sent to the admin API (shape, controls, size, every
+ * schema valid and compilable, no catastrophically backtracking pattern) and
+ * returns it with its controls filled in. Throws {@link TrackingPlanError}
+ * naming the event and the keyword.
+ */
+export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
+  if (!isJsonObject(input)) throw invalid('a tracking plan is a JSON object');
+  const bytes = Buffer.byteLength(JSON.stringify(input));
+  if (bytes > PLAN_BOUNDS.bytes) throw invalid(`the plan is ${bytes} bytes, over the ${PLAN_BOUNDS.bytes / 1024} KB limit`);
+  for (const key of Object.keys(input)) {
+    if (!['name', 'events', 'identify', 'group', 'common', 'controls'].includes(key)) throw invalid(`unknown member "${key}" (keyword "${key}")`);
+  }
+  const name = input['name'];
+  if (name !== undefined && (typeof name !== 'string' || name.length > 200)) throw invalid('"name" must be a string of at most 200 characters');
+  const events = input['events'] ?? {};
+  if (!isJsonObject(events)) throw invalid('"events" must be an object of event name to {"properties": schema}');
+  if (Object.keys(events).length > PLAN_BOUNDS.events) throw invalid(`"events" lists more than ${PLAN_BOUNDS.events} events`);
+  for (const [event, spec] of Object.entries(events)) {
+    if (!isJsonObject(spec) || Object.keys(spec).some((k) => k !== 'properties')) throw invalid(`event "${event}": must be {"properties": schema}`);
+  }
+  for (const kind of ['identify', 'group'] as const) {
+    const spec = input[kind];
+    if (spec !== undefined && (!isJsonObject(spec) || Object.keys(spec).some((k) => k !== 'traits'))) throw invalid(`"${kind}" must be {"traits": schema}`);
+  }
+  const controls = parseControls(input['controls']);
+  const plan = { ...input, events, controls } as TrackingPlanDefinition;
+  const started = performance.now();
+  const compiler = new PlanCompiler();
+  for (const { label, schema } of planSchemas(plan)) compileSchema(compiler, label, schema);
+  const took = performance.now() - started;
+  if (took > PLAN_BOUNDS.compileMs) throw invalid(`the plan's schemas took ${Math.round(took)} ms to compile, over ${PLAN_BOUNDS.compileMs} ms`);
+  return plan;
+}
+
+function parseControls(value: unknown): PlanControls {
+  if (value === undefined) return DEFAULT_CONTROLS;
+  if (!isJsonObject(value)) throw invalid('"controls" must be an object');
+  const pick = <T extends string>(key: keyof PlanControls, allowed: readonly T[]): T => {
+    const v = value[key] ?? DEFAULT_CONTROLS[key];
+    if (!allowed.includes(v as T)) throw invalid(`controls.${key} must be one of ${allowed.join(', ')} (keyword "${key}")`);
+    return v as T;
+  };
+  for (const key of Object.keys(value)) if (!(key in DEFAULT_CONTROLS)) throw invalid(`unknown control "${key}" (keyword "${key}")`);
+  return { unplannedEvents: pick('unplannedEvents', UNPLANNED_EVENTS), violations: pick('violations', VIOLATIONS), unplannedProperties: pick('unplannedProperties', UNPLANNED_PROPERTIES) };
+}
+
+/** Where a schema sits in the plan, and which part of a message it validates. */
+export type SchemaSlot = { readonly kind: 'event'; readonly event: string } | { readonly kind: 'identify' | 'group' | 'common' };
+
+function* planSchemas(plan: TrackingPlanDefinition): Generator<{ label: string; slot: SchemaSlot; schema: unknown }> {
+  for (const [event, spec] of Object.entries(plan.events)) {
+    if (spec.properties !== undefined) yield { label: `event "${event}"`, slot: { kind: 'event', event }, schema: spec.properties };
+  }
+  if (plan.identify?.traits !== undefined) yield { label: 'identify traits', slot: { kind: 'identify' }, schema: plan.identify.traits };
+  if (plan.group?.traits !== undefined) yield { label: 'group traits', slot: { kind: 'group' }, schema: plan.group.traits };
+  if (plan.common !== undefined) yield { label: 'common', slot: { kind: 'common' }, schema: plan.common };
+}
+
+/**
+ * The ajv instances of one plan, made on first use: draft-07 unless a
+ * schema says 2020-12 in its `$schema`. One set per plan (version), not one
+ * for the process: an instance keeps every schema it compiled, so a shared
+ * one would grow with each plan version for the life of the process.
+ */
+class PlanCompiler {
+  private draft07: Ajv | undefined;
+  private draft2020: Ajv | undefined;
+
+  for(schema: unknown): Ajv {
+    const is2020 = isJsonObject(schema) && typeof schema['$schema'] === 'string' && schema['$schema'].includes('2020-12');
+    if (is2020) return (this.draft2020 ??= withFormats(new Ajv2020(AJV_OPTIONS)));
+    return (this.draft07 ??= withFormats(new Ajv(AJV_OPTIONS)));
+  }
+}
+
+// strict off: Segment plans carry annotations (`id`, `labels`) ajv's strict mode refuses.
+const AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: true, addUsedSchema: false } as const;
+
+function withFormats(ajv: Ajv): Ajv {
+  addFormats(ajv, { mode: 'fast' });
+  return ajv;
+}
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv, options: { mode: 'fast' | 'full' }) => Ajv;
+
+function compileSchema(compiler: PlanCompiler, label: string, schema: unknown): ValidateFunction {
+  if (typeof schema !== 'boolean' && !isJsonObject(schema)) throw invalid(`${label}: a schema must be an object or a boolean`);
+  const pattern = findUnsafePattern(schema, '#');
+  if (pattern !== undefined) throw invalid(`${label}: pattern at ${pattern.at} ${pattern.why} (keyword "pattern")`);
+  const ajv = compiler.for(schema);
+  if (!ajv.validateSchema(schema)) {
+    const first = ajv.errors?.[0];
+    const at = first === undefined ? '' : ` at ${first.instancePath === '' ? '/' : first.instancePath}`;
+    throw invalid(`${label}: not a valid JSON Schema${at}: ${first?.message ?? 'invalid'} (keyword "${keywordOf(first)}")`);
+  }
+  try {
+    return ajv.compile(schema);
+  } catch (error) {
+    throw new TrackingPlanError(`${label}: ${(error as Error).message.slice(0, 300)} (keyword "${/keyword "?(\w+)/.exec((error as Error).message)?.[1] ?? '$ref'}")`, { cause: error });
+  }
+}
+
+/** The schema keyword a meta-schema error is about: the last segment of its path in the schema. */
+function keywordOf(error: ErrorObject | undefined): string {
+  if (error === undefined) return 'schema';
+  const segments = error.instancePath.split('/').filter((s) => s !== '' && !/^\d+$/.test(s));
+  return segments.at(-1) ?? error.keyword;
+}
+
+function findUnsafePattern(schema: unknown, at: string): { at: string; why: string } | undefined {
+  if (Array.isArray(schema)) {
+    for (let i = 0; i < schema.length; i++) {
+      const found = findUnsafePattern(schema[i], `${at}/${i}`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (!isJsonObject(schema)) return undefined;
+  for (const [key, value] of Object.entries(schema)) {
+    const patterns = key === 'pattern' && typeof value === 'string' ? [value] : key === 'patternProperties' && isJsonObject(value) ? Object.keys(value) : [];
+    for (const pattern of patterns) {
+      if (pattern.length > PLAN_BOUNDS.patternLength) return { at: `${at}/${key}`, why: `is longer than ${PLAN_BOUNDS.patternLength} characters` };
+      const why = unsafePattern(pattern);
+      if (why !== undefined) return { at: `${at}/${key}`, why };
+    }
+    const found = findUnsafePattern(value, `${at}/${key}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** A plan ready to check messages: compiled once per plan version (see `SourceDirectory.trackingPlan`). */
+export interface CompiledPlan {
+  readonly id: string;
+  readonly version: number;
+  readonly controls: PlanControls;
+  readonly events: ReadonlyMap<string, CompiledSchema>;
+  readonly identify: CompiledSchema | undefined;
+  readonly group: CompiledSchema | undefined;
+  readonly common: CompiledSchema | undefined;
+}
+
+export interface CompiledSchema {
+  readonly validate: ValidateFunction;
+  /** The top-level `properties` the schema names (for `unplannedProperties: omit`); undefined: it names none, so nothing is unplanned. */
+  readonly known: ReadonlySet<string> | undefined;
+}
+
+/** Compiles a stored plan (already checked by {@link parseTrackingPlan}). */
+export function compileTrackingPlan(id: string, version: number, plan: TrackingPlanDefinition): CompiledPlan {
+  const events = new Map<string, CompiledSchema>();
+  let identify: CompiledSchema | undefined;
+  let group: CompiledSchema | undefined;
+  let common: CompiledSchema | undefined;
+  const compiler = new PlanCompiler();
+  for (const { label, slot, schema } of planSchemas(plan)) {
+    const compiled: CompiledSchema = { validate: compileSchema(compiler, label, schema), known: knownProperties(schema) };
+    if (slot.kind === 'event') events.set(slot.event, compiled);
+    else if (slot.kind === 'identify') identify = compiled;
+    else if (slot.kind === 'group') group = compiled;
+    else common = compiled;
+  }
+  // An event listed without a schema is planned, with anything allowed.
+  for (const event of Object.keys(plan.events)) if (!events.has(event)) events.set(event, ANYTHING);
+  return { id, version, controls: plan.controls, events, identify, group, common };
+}
+
+const ANYTHING: CompiledSchema = { validate: Object.assign(() => true, { errors: null }) as unknown as ValidateFunction, known: undefined };
+
+function knownProperties(schema: unknown): ReadonlySet<string> | undefined {
+  if (!isJsonObject(schema) || !isJsonObject(schema['properties'])) return undefined;
+  return new Set(Object.keys(schema['properties']));
+}

@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { JsonObject } from '../../src/domain/message.js';
+import { unsafePattern } from '../../src/domain/safe-pattern.js';
+import { compileTrackingPlan, parseTrackingPlan, PLAN_BOUNDS, TrackingPlanError } from '../../src/domain/tracking-plan.js';
+import { checkAgainstPlan } from '../../src/domain/tracking-plan-check.js';
+
+const ORDER = { type: 'object', properties: { revenue: { type: 'number' }, currency: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['revenue'] };
+
+function compiled(plan: unknown) {
+  return compileTrackingPlan('tp_1', 3, parseTrackingPlan(plan));
+}
+
+function refusal(plan: unknown): string {
+  try {
+    parseTrackingPlan(plan);
+  } catch (error) {
+    assert.ok(error instanceof TrackingPlanError);
+    return error.message;
+  }
+  assert.fail('the plan was accepted');
+}
+
+describe('tracking plan: saving', () => {
+  it('refuses a schema that is not JSON Schema, naming the event and the keyword', () => {
+    const message = refusal({ events: { 'Order Completed': { properties: { type: 'object', properties: { revenue: { type: 'money' } } } } } });
+    assert.match(message, /Order Completed/);
+    assert.match(message, /keyword "type"/);
+  });
+
+  it('refuses a control value not listed, naming it', () => {
+    assert.match(refusal({ events: {}, controls: { violations: 'drop' } }), /controls\.violations.*keyword "violations"/);
+    assert.match(refusal({ events: {}, controls: { unplannedProperties: 'block' } }), /unplannedProperties/);
+  });
+
+  it('refuses a plan over 256 KB', () => {
+    const big = { events: { E: { properties: { type: 'object', description: 'x'.repeat(PLAN_BOUNDS.bytes) } } } };
+    assert.match(refusal(big), /256 KB/);
+  });
+
+  it('refuses a catastrophically backtracking pattern and accepts a safe one', () => {
+    assert.match(refusal({ events: { Signup: { properties: { properties: { email: { type: 'string', pattern: '^(a+)+$' } } } } } }), /Signup.*keyword "pattern"/);
+    assert.match(refusal({ identify: { traits: { patternProperties: { '^(\\w*)*x$': {} } } } }), /identify traits/);
+    assert.doesNotThrow(() => parseTrackingPlan({ events: { Signup: { properties: { properties: { email: { type: 'string', pattern: '^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$' } } } } } }));
+    assert.equal(unsafePattern('^(ab|cd)*$'), undefined);
+    assert.notEqual(unsafePattern('(x+y?){2,}'), undefined);
+  });
+
+  it('compiles draft-07 and 2020-12 schemas', () => {
+    const plan2020 = compiled({
+      events: { Viewed: { properties: { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { tags: { type: 'array', prefixItems: [{ type: 'string' }] } } } } },
+      controls: { violations: 'flag' },
+    });
+    const bad: JsonObject = { type: 'track', event: 'Viewed', properties: { tags: [1] } };
+    assert.equal(checkAgainstPlan(plan2020, bad, 'track').action, 'flag');
+    const plan07 = compiled({ events: { 'Order Completed': { properties: { $schema: 'http://json-schema.org/draft-07/schema#', ...ORDER } } } });
+    assert.equal(checkAgainstPlan(plan07, { event: 'Order Completed', properties: { revenue: 1 } }, 'track').action, 'pass');
+  });
+});
+
+describe('tracking plan: checking a message', () => {
+  it('flags violations in RudderStack shape', () => {
+    const plan = compiled({ events: { 'Order Completed': { properties: { ...ORDER, additionalProperties: false } } }, controls: { violations: 'flag' } });
+    const message: JsonObject = { type: 'track', event: 'Order Completed', properties: { currency: 'euro', extra: 1 }, context: {} };
+    const verdict = checkAgainstPlan(plan, message, 'track');
+    assert.equal(verdict.action, 'flag');
+    const context = message['context'] as JsonObject;
+    assert.equal(context['trackingPlanId'], 'tp_1');
+    assert.equal(context['trackingPlanVersion'], 3);
+    const types = (context['violationErrors'] as { type: string; property?: string; meta: { instancePath: string } }[]).map((v) => `${v.type}:${v.property}:${v.meta.instancePath}`).sort();
+    assert.deepEqual(types, ['Additional-Properties:extra:/properties', 'Advance-Rules-Violation:currency:/properties/currency', 'Required-Missing:revenue:/properties']);
+  });
+
+  it('omit drops the violating and unplanned properties and keeps the rest', () => {
+    const plan = compiled({ events: { 'Order Completed': { properties: ORDER } }, controls: { violations: 'omit', unplannedProperties: 'omit' } });
+    const message: JsonObject = { type: 'track', event: 'Order Completed', properties: { revenue: 'ten', currency: 'EUR', secret: 'x' } };
+    assert.equal(checkAgainstPlan(plan, message, 'track').action, 'flag');
+    assert.deepEqual(message['properties'], { currency: 'EUR' });
+  });
+
+  it('blocks, allows and flags unplanned events by their control', () => {
+    for (const [control, action] of [['block', 'block'], ['flag', 'flag'], ['allow', 'pass']] as const) {
+      const plan = compiled({ events: { A: {} }, controls: { unplannedEvents: control } });
+      const message: JsonObject = { type: 'track', event: 'B', properties: {} };
+      const verdict = checkAgainstPlan(plan, message, 'track');
+      assert.equal(verdict.action, action);
+      assert.equal(verdict.violations[0]?.type ?? 'none', control === 'allow' ? 'none' : 'Unplanned-Event');
+    }
+  });
+
+  it('checks identify and group traits and the common schema; allow leaves the message untouched', () => {
+    const plan = compiled({ identify: { traits: { type: 'object', properties: { email: { type: 'string', format: 'email' } } } }, group: { traits: { required: ['name'] } }, common: { required: ['userId'] }, controls: { violations: 'block' } });
+    assert.equal(checkAgainstPlan(plan, { userId: 'u', traits: { email: 'nope' } }, 'identify').violations[0]?.type, 'Advance-Rules-Violation');
+    assert.equal(checkAgainstPlan(plan, { userId: 'u', traits: {} }, 'group').violations[0]?.type, 'Required-Missing');
+    assert.equal(checkAgainstPlan(plan, { anonymousId: 'a', name: 'Home' }, 'page').action, 'block');
+    const allow = compiled({ common: { required: ['userId'] }, controls: { violations: 'allow' } });
+    const message: JsonObject = { anonymousId: 'a' };
+    assert.equal(checkAgainstPlan(allow, message, 'page').action, 'pass');
+    assert.deepEqual(message, { anonymousId: 'a' });
+  });
+
+  it('reports at most 20 violations per message', () => {
+    const properties = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`p${i}`, { type: 'number' }]));
+    const plan = compiled({ events: { E: { properties: { properties } } } });
+    const bad = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`p${i}`, 'x']));
+    const message: JsonObject = { event: 'E', properties: bad };
+    assert.equal(checkAgainstPlan(plan, message, 'track').violations.length, 20);
+    assert.equal(((message['context'] as JsonObject)['violationErrors'] as unknown[]).length, 20);
+  });
+});
