@@ -10,7 +10,7 @@ import {
 } from '../domain/standard-webhooks.js';
 import { ConditionError } from '../domain/conditions.js';
 import { type DestinationFilter, parseFilters } from '../domain/destination-filters.js';
-import { type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
+import { type WebhookOrdering, type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { DestinationRecord, Store } from '../store/store.js';
@@ -27,6 +27,8 @@ export interface WebhookView {
     readonly webhooks: WebhookSettings['webhooks'];
     readonly sharedSecret?: string;
     readonly standardWebhooks?: { readonly secret: string; readonly previousValidUntil?: string };
+    /** Shown when it is `user`; absent means `none`. */
+    readonly ordering?: WebhookOrdering;
   };
   readonly filters: readonly DestinationFilter[];
   readonly updatedAt: string;
@@ -220,6 +222,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
           ...(overlapping && { previousValidUntil: new Date(standard.previousValidUntil).toISOString() }),
         },
       }),
+      ...(settings.ordering === 'user' && { ordering: settings.ordering }),
     },
     filters: settings.filters ?? [],
     updatedAt: new Date(destination.updatedAt).toISOString(),

@@ -20,7 +20,15 @@ export interface WebhookSettings {
    * everything the destination applies.
    */
   readonly filters?: readonly DestinationFilter[] | undefined;
+  /**
+   * `user`: each key's (userId, else anonymousId) messages go to each receiver
+   * one at a time, in processing order (see docs/architecture.md, "Ordered
+   * delivery"). Absent means `none`.
+   */
+  readonly ordering?: WebhookOrdering | undefined;
 }
+
+export type WebhookOrdering = 'none' | 'user';
 
 export interface WebhookReceiver {
   /** Normalized (`URL.href`); also the receiver's identity in a delivery's retry list. */
@@ -88,12 +96,18 @@ export function webhookDestination(record: { readonly enabled: boolean; readonly
   return { enabled: record.enabled, check: parseWebhookSettings(record.settings) };
 }
 
+/** Whether stored settings order deliveries per user (`ordering: "user"`). */
+export function ordersPerUser(settings: unknown): boolean {
+  const check = parseWebhookSettings(settings);
+  return check.ok && check.settings.ordering === 'user';
+}
+
 /** Validates untrusted settings; the problem names the field that is wrong. */
 export function parseWebhookSettings(input: unknown): SettingsCheck {
   if (!isJsonObject(input)) return problem('settings must be an object with a "webhooks" array');
   for (const key of Object.keys(input)) {
-    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks' && key !== 'filters') {
-      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks`);
+    if (key !== 'webhooks' && key !== 'sharedSecret' && key !== 'standardWebhooks' && key !== 'filters' && key !== 'ordering') {
+      return problem(`settings has an unknown field "${key.slice(0, 60)}"; allowed: webhooks, sharedSecret, standardWebhooks, ordering`);
     }
   }
   const list = input['webhooks'];
@@ -129,6 +143,10 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
       }
     }
   }
+  const ordering = input['ordering'];
+  if (ordering !== undefined && ordering !== null && ordering !== 'none' && ordering !== 'user') {
+    return problem('settings.ordering must be "none" or "user"');
+  }
   let filters: DestinationFilter[] = [];
   try {
     filters = parseFilters(input['filters']);
@@ -143,6 +161,7 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
       ...(sharedSecret !== undefined && { sharedSecret }),
       ...(standardWebhooks !== undefined && { standardWebhooks }),
       ...(filters.length > 0 && { filters }),
+      ...(ordering === 'user' && { ordering: 'user' as const }),
     },
   };
 }

@@ -44,6 +44,12 @@ export interface IngestEntry {
   readonly body: string;
   /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
   readonly destinations: readonly DestinationKind[];
+  /**
+   * Set when its Webhooks delivery is ordered (`settings.ordering: "user"`):
+   * the userId, else the anonymousId. The store links the delivery behind the
+   * key's previous one (see docs/architecture.md, "Ordered delivery").
+   */
+  readonly orderKey?: string | undefined;
 }
 
 /**
@@ -210,6 +216,8 @@ export interface DeliveryRecord {
   readonly lastError: string | undefined;
   /** Set when the delivery re-sends a message for a replay. */
   readonly replayId?: string | undefined;
+  /** Pending behind this delivery of the same key (ordered delivery, replays): not sent before it ends. */
+  readonly waitingFor?: number | undefined;
 }
 
 export interface DeliveryDetail extends DeliveryRecord {
@@ -320,6 +328,12 @@ export interface ReplayPage {
   readonly fromCursor: number;
   readonly toCursor: number;
   readonly messageSeqs: readonly number[];
+  /**
+   * Each message's ordering key (userId, else anonymousId), by position: a
+   * replay keeps each key's order whatever the destination's ordering says.
+   * Absent (or an undefined key): not ordered.
+   */
+  readonly orderKeys?: ReadonlyArray<string | undefined> | undefined;
   readonly receivers: readonly string[] | undefined;
   readonly at: number;
 }

@@ -1,4 +1,6 @@
 // Replays: their rows, and the pages of deliveries they queue.
+import { type OrderedJob, replayScope } from '../../domain/delivery-order.js';
+import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
 import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
@@ -53,11 +55,23 @@ export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): 
   );
   if (moved.rowCount === 0) return false;
   if (page.messageSeqs.length === 0) return true;
-  await client.query(
+  // Keyed ones start with no due time; linkOrdered chains them per key.
+  const ordered = page.messageSeqs.map((_, i) => page.orderKeys?.[i] !== undefined);
+  const queued = await client.query<{ id: string; ordered: boolean }>(
     `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
-     SELECT $1, seq, 'webhooks', 'pending', $2, $3, $2, $2, $4 FROM unnest($5::bigint[]) AS seq`,
-    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs],
+     SELECT $1, q.seq, 'webhooks', 'pending', CASE WHEN q.ordered THEN NULL ELSE $2::bigint END, $3, $2, $2, $4
+     FROM unnest($5::bigint[], $6::boolean[]) WITH ORDINALITY AS q(seq, ordered, ord) ORDER BY q.ord
+     RETURNING id, next_attempt_at IS NULL AS ordered`,
+    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs, ordered],
   );
+  const ids = queued.rows.filter((row) => row.ordered).map((row) => Number(row.id)).sort((a, b) => a - b);
+  const scope = replayScope(page.replayId);
+  const jobs: OrderedJob[] = [];
+  page.messageSeqs.forEach((_, i) => {
+    const key = page.orderKeys?.[i];
+    if (key !== undefined) jobs.push({ id: ids[jobs.length]!, scope, key, at: page.at });
+  });
+  await linkOrdered(client, jobs);
   return true;
 }
 
@@ -67,5 +81,7 @@ export async function endReplay(client: pg.ClientBase, id: string, status: 'done
     await client.query(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = $1 AND status = 'pending')`, [id]);
     await client.query(`DELETE FROM deliveries WHERE replay_id = $1 AND status = 'pending'`, [id]);
   }
+  // Its keys' tails: nothing is queued for it any more.
+  if ((changed.rowCount ?? 0) > 0) await client.query(`DELETE FROM delivery_tails WHERE scope = $1`, [replayScope(id)]);
   return getReplay(client, id);
 }
