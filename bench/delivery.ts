@@ -330,7 +330,67 @@ async function runLatency(context: BenchContext): Promise<BenchReport> {
   }
 }
 
+// --- delivery.ordered -------------------------------------------------------------
+
+const ORDERED_KEYS = 10_000;
+const ORDERED_TARGET = 0.8;
+
+/**
+ * delivery.throughput's backlog drained twice by Switchyard, on two fresh
+ * stores: once with its deliveries ordered per user (spread over 10,000
+ * keys, as `ordering: "user"` stores them), once without. The ratio is
+ * ordered ÷ unordered, one run each.
+ */
+async function runOrdered(context: BenchContext): Promise<BenchReport> {
+  const name = 'delivery.ordered';
+  const log = (message: string): void => context.log(message);
+  const startCount = Math.round(THROUGHPUT_JOBS * EDGE_SHARE);
+  const endCount = THROUGHPUT_JOBS - startCount;
+  const marks = [1, startCount, endCount, THROUGHPUT_JOBS];
+  const timeoutSec = Math.max(45, 12 * context.options.durationSec);
+  const plan = { total: THROUGHPUT_JOBS, startCount, endCount, warmupSec: Infinity, windowSec: Infinity, timeoutSec };
+  const drain = async (ordered: boolean): Promise<DrainFigures> => {
+    const { rig } = await createRig(context, `${name} ${ordered ? 'user' : 'none'}`);
+    try {
+      const prefill = await rig.prefill(THROUGHPUT_JOBS, undefined, ordered ? { orderedKeys: ORDERED_KEYS } : {});
+      log(`${name}: prefilled ${THROUGHPUT_JOBS} (${ordered ? `ordered over ${ORDERED_KEYS} keys` : 'unordered'}) in ${prefill.seconds} s`);
+      await rig.catchUpEngage();
+      await maybeWaitQuiet(context, name);
+      await rig.receiver.reset({ phase: ordered ? 'ordered' : 'unordered', marks, latency: false });
+      const launchedAt = preciseNow();
+      const server = await rig.launch(`${name} switchyard`, true);
+      try {
+        const figures = await measureDrain(rig.receiver, server, plan, launchedAt);
+        log(`${name}: ${ordered ? 'ordered' : 'unordered'} ${figures.deliveriesPerSec} deliveries/s`);
+        return figures;
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      await rig.close();
+    }
+  };
+  const unordered = await drain(false);
+  const ordered = await drain(true);
+  const ratio = unordered.deliveriesPerSec > 0 ? round(ordered.deliveriesPerSec / unordered.deliveriesPerSec, 3) : 0;
+  return {
+    description:
+      `${THROUGHPUT_JOBS} pending deliveries drained as in delivery.throughput, ordered per user over ${ORDERED_KEYS} keys ` +
+      `(ordering "user") against the same backlog unordered, one run each; rate from the ${startCount}th to the ${endCount}th arrival`,
+    metric: 'deliveries/s ordered ÷ unordered',
+    ratio,
+    target: ORDERED_TARGET,
+    pass: ratio >= ORDERED_TARGET,
+    jobs: THROUGHPUT_JOBS,
+    keys: ORDERED_KEYS,
+    ordered,
+    unordered,
+    notes: [],
+  };
+}
+
 export const deliveryBenches: readonly BenchDefinition[] = [
   { name: 'delivery.throughput', run: runThroughput },
+  { name: 'delivery.ordered', run: runOrdered },
   { name: 'delivery.latency', run: runLatency },
 ];

@@ -50,7 +50,12 @@ export interface Rig {
    * none with `deliveries: false`: stored history, e.g. for a replay) after
    * those already there. Switchyard must be stopped.
    */
-  prefill(count: number, onProgress?: (done: number) => void, options?: { readonly deliveries?: boolean }): Promise<PrefillFigures>;
+  prefill(
+    count: number,
+    onProgress?: (done: number) => void,
+    /** `orderedKeys`: the deliveries are ordered (`ordering: "user"`), message i keyed `user-${i % orderedKeys}`. */
+    options?: { readonly deliveries?: boolean; readonly orderedKeys?: number },
+  ): Promise<PrefillFigures>;
   /**
    * How many stored messages Engage has yet to read (seqs past its cursor),
    * read beside a running Switchyard; undefined before Engage's first commit.
@@ -160,7 +165,7 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
       idPrefix,
       receivedAt,
       launch,
-      async prefill(count, onProgress, { deliveries = true } = {}) {
+      async prefill(count, onProgress, { deliveries = true, orderedKeys } = {}) {
         const store = openStore();
         const started = performance.now();
         try {
@@ -170,7 +175,9 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
           const makeEntries = entryMaker(stored, { idPrefix, receivedAt });
           for (let done = 0; done < count; ) {
             const size = Math.min(PREFILL_CHUNK, count - done);
-            const entries = makeEntries(prefilled + done, size);
+            const first = prefilled + done;
+            const made = makeEntries(first, size);
+            const entries = orderedKeys === undefined ? made : made.map((entry, i) => ({ ...entry, orderKey: `user-${(first + i) % orderedKeys}` }));
             const results = await store.appendMessages(
               deliveries ? entries : entries.map((entry) => ({ ...entry, destinations: [] })),
               receivedAt - DEDUPLICATION_WINDOW_MS,

@@ -190,6 +190,8 @@ export interface Delivery {
   readonly updatedAt: string;
   readonly nextAttemptAt?: string;
   readonly lastError?: string;
+  /** Pending behind this earlier delivery of the same user (ordered delivery, replays). */
+  readonly waitingFor?: number;
 }
 
 export interface Attempt {

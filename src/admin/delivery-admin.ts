@@ -19,6 +19,8 @@ export interface DeliveryView {
   readonly lastError?: string;
   /** The replay the delivery re-sends a message for. */
   readonly replayId?: string;
+  /** Pending behind this earlier delivery of the same user: sent once that one has its final outcome. */
+  readonly waitingFor?: number;
 }
 
 export interface AttemptView {
@@ -103,6 +105,7 @@ export function viewDelivery(record: DeliveryRecord): DeliveryView {
     ...(record.firstAttemptAt !== undefined && { firstAttemptAt: iso(record.firstAttemptAt) }),
     ...(record.lastError !== undefined && { lastError: record.lastError }),
     ...(record.replayId !== undefined && { replayId: record.replayId }),
+    ...(record.waitingFor !== undefined && { waitingFor: record.waitingFor }),
   };
 }
 

@@ -50,6 +50,11 @@ const webhooks: JsonSchema = {
         webhooks: { type: 'array', items: receiver, description: '1 to 5 receivers' },
         sharedSecret: { type: 'string', description: 'Key of the X-Signature HMAC-SHA1; shown masked' },
         standardWebhooks: { type: 'object', properties: { secret: { type: 'string' } }, description: '{} generates a whsec_ secret' },
+        ordering: {
+          type: 'string',
+          enum: ['none', 'user'],
+          description: '"user": each user\'s (userId, else anonymousId) messages reach each receiver one at a time, in processing order; default "none"',
+        },
       },
     },
     filters: {
@@ -88,6 +93,7 @@ const delivery: JsonSchema = {
     firstAttemptAt: time,
     lastError: { type: 'string' },
     replayId: { type: 'string' },
+    waitingFor: { type: 'integer', description: 'pending behind this delivery of the same user (ordered delivery or a replay)' },
   },
 };
 

@@ -10,7 +10,7 @@ import {
 } from '../domain/standard-webhooks.js';
 import { ConditionError } from '../domain/conditions.js';
 import { type DestinationFilter, parseFilters } from '../domain/destination-filters.js';
-import { type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
+import { type WebhookOrdering, type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { DestinationRecord, Store } from '../store/store.js';
@@ -28,6 +28,8 @@ export interface WebhookView {
     readonly sharedSecret?: string;
     readonly standardWebhooks?: { readonly secret: string; readonly previousValidUntil?: string };
     readonly transformation?: WebhookSettings['transformation'];
+    /** Shown when it is `user`; absent means `none`. */
+    readonly ordering?: WebhookOrdering;
   };
   readonly filters: readonly DestinationFilter[];
   readonly updatedAt: string;
@@ -226,6 +228,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
         },
       }),
       ...(settings.transformation !== undefined && { transformation: settings.transformation }),
+      ...(settings.ordering === 'user' && { ordering: settings.ordering }),
     },
     filters: settings.filters ?? [],
     updatedAt: new Date(destination.updatedAt).toISOString(),

@@ -175,7 +175,7 @@ export class DeliveryWorker {
     this.batcher = new OutcomeBatcher(options.store, {
       maxBatch: OUTCOME_BATCH,
       maxDelayMs: OUTCOME_DELAY_MS,
-      onFlushed: (outcomes) => this.noteDue(outcomes),
+      onFlushed: (outcomes, released) => this.noteDue(outcomes, released),
       onError: (error) => options.logger.error({ err: error }, 'recording delivery outcomes failed'),
     });
     this.round = {
@@ -295,8 +295,9 @@ export class DeliveryWorker {
   }
 
   /** Once outcomes are recorded, their retries may fall due before the loop would look again. */
-  private noteDue(outcomes: readonly DeliveryOutcome[]): void {
-    let earliest = Infinity;
+  private noteDue(outcomes: readonly DeliveryOutcome[], released: number): void {
+    // Deliveries that waited behind ones that ended are due now.
+    let earliest = released > 0 ? this.now() : Infinity;
     for (const outcome of outcomes) {
       if (outcome.kind === 'retry' || outcome.kind === 'deferred') earliest = Math.min(earliest, outcome.nextAttemptAt);
     }

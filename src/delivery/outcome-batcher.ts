@@ -6,7 +6,8 @@ export interface OutcomeBatcherOptions {
   /** …or this long after its first one. */
   readonly maxDelayMs: number;
   /** Called after a batch is committed (the worker learns when retries fall due). */
-  readonly onFlushed: (outcomes: readonly DeliveryOutcome[]) => void;
+  /** `released`: deliveries the write made due (successors of ordered ones that ended). */
+  readonly onFlushed: (outcomes: readonly DeliveryOutcome[], released: number) => void;
   readonly onError: (error: unknown) => void;
 }
 
@@ -64,8 +65,8 @@ export class OutcomeBatcher {
   private async write(batch: DeliveryOutcome[]): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.store.finishDeliveries(batch);
-        this.options.onFlushed(batch);
+        const released = await this.store.finishDeliveries(batch);
+        this.options.onFlushed(batch, typeof released === 'number' ? released : 0);
         return;
       } catch (error) {
         if (attempt >= WRITE_TRIES) {

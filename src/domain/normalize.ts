@@ -21,6 +21,8 @@ export interface AcceptedCall {
   readonly type: CallType;
   readonly messageId: string;
   readonly userId: string | undefined;
+  /** The ordering key: the userId, else the anonymousId (an accepted call has one of them). */
+  readonly orderKey: string;
   readonly message: JsonObject;
 }
 
@@ -101,7 +103,7 @@ export function prepareCall(raw: unknown, ctx: CallContext): PreparedCall {
     context['ip'] = ctx.ip;
   }
 
-  return { ok: true, type, messageId: message['messageId'] as string, userId: user, message };
+  return { ok: true, type, messageId: message['messageId'] as string, userId: user, orderKey: (user ?? anonymousId.value)!, message };
 }
 
 function reject(reason: string, type: string | undefined, userId: string | undefined, message: JsonObject): RejectedCall {

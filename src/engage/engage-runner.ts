@@ -11,6 +11,7 @@ import {
   emptyProfileState,
 } from '../domain/engage/index.js';
 import { regulationEffects } from '../domain/regulation.js';
+import { ordersPerUser } from '../domain/webhook-settings.js';
 import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
 import { ProfileCache } from './profile-cache.js';
 import {
@@ -283,7 +284,10 @@ export class EngageRunner {
   private async loadDefinitions(): Promise<Definitions> {
     const { store } = this.options;
     const [computations, destinations] = await Promise.all([store.listComputations(undefined, false), store.listDestinations()]);
-    const webhookSources = new Set(destinations.filter((d) => d.kind === 'webhooks' && d.enabled).map((d) => d.sourceId));
+    // Identify syncs are keyed like any identify where the destination orders per user.
+    const webhookSources = new Map(
+      destinations.filter((d) => d.kind === 'webhooks' && d.enabled).map((d) => [d.sourceId, ordersPerUser(d.settings)] as const),
+    );
     const key = JSON.stringify(computations.map((c) => [c.id, c.version, c.status, c.key, c.destinations]));
     if (this.definitions === undefined || key !== this.definitionsKey) {
       const model = compileTolerantly(computations.map(toSpec), this.options.onError);
@@ -534,14 +538,15 @@ export class EngageRunner {
       if (computation === undefined || computation.destinations.length === 0) continue;
       if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
       for (const sourceId of computation.destinations) {
-        if (!definitions.webhookSources.has(sourceId)) continue;
-        entries.push(this.syncEntry(sourceId, computation, profile, value, at));
+        const ordered = definitions.webhookSources.get(sourceId);
+        if (ordered === undefined) continue;
+        entries.push(this.syncEntry(sourceId, computation, profile, value, at, ordered));
       }
     }
     return entries;
   }
 
-  private syncEntry(sourceId: string, computation: ComputationRecord, profile: WorkingProfile, value: unknown, at: number): IngestEntry {
+  private syncEntry(sourceId: string, computation: ComputationRecord, profile: WorkingProfile, value: unknown, at: number, ordered: boolean): IngestEntry {
     const messageId = this.options.newMessageId();
     const userId = firstIdentifier(profile, 'user_id:');
     const anonymousId = firstIdentifier(profile, 'anonymous_id:');
@@ -575,6 +580,7 @@ export class EngageRunner {
       receivedAt: at,
       body: JSON.stringify(body),
       destinations: ['webhooks'],
+      orderKey: ordered ? (userId ?? anonymousId) : undefined,
     };
   }
 }

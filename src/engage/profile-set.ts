@@ -50,7 +50,8 @@ export interface Definitions {
   /** What a profile without stored outputs was last sent: the baseline, but in no audience. */
   readonly unsent: Outputs;
   /** Enabled Webhooks destinations by source id. */
-  readonly webhookSources: ReadonlySet<string>;
+  /** Sources with an enabled Webhooks destination, each with whether it orders per user. */
+  readonly webhookSources: ReadonlyMap<string, boolean>;
 }
 
 export function firstIdentifier(profile: WorkingProfile, prefix: string): string | undefined {

@@ -17,6 +17,8 @@ export interface RequestFacts {
   readonly destinations: readonly DestinationKind[];
   /** The filters of the source's Webhooks destination, applied at routing time. */
   readonly webhookFilters: readonly DestinationFilter[];
+  /** The Webhooks destination orders per user (`settings.ordering: "user"`). */
+  readonly orderedWebhooks?: boolean | undefined;
   /**
    * The suppression screen (`SuppressionList.regulationFor`): the regulation
    * suppressing a user on a source, or undefined.
@@ -236,6 +238,7 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
     receivedAt,
     body,
     destinations,
+    orderKey: call.ok && facts.orderedWebhooks === true && destinations.includes('webhooks') ? call.orderKey : undefined,
   });
   if (!call.ok) return entry('rejected', call.reason, NONE);
   if (!facts.source.enabled) return entry('rejected', 'the source is disabled', NONE);

@@ -179,6 +179,7 @@ export class RawProcessor {
         source,
         destinations: directory.enabledDestinations(source.id),
         webhookFilters: directory.webhookFilters(source.id),
+        orderedWebhooks: directory.webhookOrdering(source.id) === 'user',
         receivedAt: row.receivedAt,
         receivedAtIso: new Date(row.receivedAt).toISOString(),
         ip: row.ip,

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { orderKeyOf } from '../domain/delivery-order.js';
 import { REPLAY_WINDOW, nextReplayWindow, pickReplayPage } from '../domain/replay.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -158,6 +159,7 @@ export class ReplayRunner {
       fromCursor: replay.cursor,
       toCursor: picked.toCursor,
       messageSeqs: picked.seqs,
+      orderKeys: orderKeysOf(page, picked.seqs),
       receivers: replay.receivers,
       at: now(),
       transforming: transformed(directory.webhooks(replay.sourceId)?.check),
@@ -170,4 +172,14 @@ export class ReplayRunner {
     this.replays = this.replays?.map((r) => (r.id === replay.id ? { ...r, cursor: picked.toCursor, queued: r.queued + picked.seqs.length } : r));
     return picked.seqs.length;
   }
+}
+
+/** The ordering key of each picked message (a replay always keeps each key's order). */
+function orderKeysOf(page: readonly StoredMessage[], seqs: readonly number[]): Array<string | undefined> {
+  const bySeq = new Map(page.map((message) => [message.seq, message]));
+  return seqs.map((seq) => {
+    const message = bySeq.get(seq);
+    if (message === undefined) return undefined;
+    return message.userId ?? orderKeyOf(JSON.parse(message.body) as unknown);
+  });
 }

@@ -1,6 +1,6 @@
 import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { DestinationKind } from '../domain/routing.js';
-import { type WebhookDestination, webhookDestination } from '../domain/webhook-settings.js';
+import { type WebhookDestination, type WebhookOrdering, webhookDestination } from '../domain/webhook-settings.js';
 import type { DestinationRecord, SourceRecord, TrackingPlanRecord, TrackingPlanStore } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
 import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
@@ -120,6 +120,12 @@ export class SourceDirectory {
    */
   compileTrackingPlans(): void {
     for (const sourceId of this.snapshot.current.plans.keys()) this.trackingPlan(sourceId);
+  }
+
+  /** The ordering the source's Webhooks destination promises (`none` when it has none). */
+  webhookOrdering(sourceId: string): WebhookOrdering {
+    const check = this.webhooks(sourceId)?.check;
+    return check?.ok === true ? (check.settings.ordering ?? 'none') : 'none';
   }
 
   /** Kinds of the source's destinations that are enabled. */

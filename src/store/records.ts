@@ -46,6 +46,12 @@ export interface IngestEntry {
   readonly destinations: readonly DestinationKind[];
   /** The Webhooks delivery is created `transforming`: the source's destination has a transformation. */
   readonly transforming?: boolean | undefined;
+  /**
+   * Set when its Webhooks delivery is ordered (`settings.ordering: "user"`):
+   * the userId, else the anonymousId. The store links the delivery behind the
+   * key's previous one (see docs/architecture.md, "Ordered delivery").
+   */
+  readonly orderKey?: string | undefined;
 }
 
 /**
@@ -215,6 +221,8 @@ export interface DeliveryRecord {
   readonly lastError: string | undefined;
   /** Set when the delivery re-sends a message for a replay. */
   readonly replayId?: string | undefined;
+  /** Pending behind this delivery of the same key (ordered delivery, replays): not sent before it ends. */
+  readonly waitingFor?: number | undefined;
 }
 
 export interface DeliveryDetail extends DeliveryRecord {
@@ -325,6 +333,12 @@ export interface ReplayPage {
   readonly fromCursor: number;
   readonly toCursor: number;
   readonly messageSeqs: readonly number[];
+  /**
+   * Each message's ordering key (userId, else anonymousId), by position: a
+   * replay keeps each key's order whatever the destination's ordering says.
+   * Absent (or an undefined key): not ordered.
+   */
+  readonly orderKeys?: ReadonlyArray<string | undefined> | undefined;
   readonly receivers: readonly string[] | undefined;
   readonly at: number;
   /** The destination has a transformation: the deliveries are created `transforming` (it runs again on each). */

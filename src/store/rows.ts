@@ -76,6 +76,8 @@ export interface DeliveryRow {
   updated_at: number;
   message_id?: string | null;
   replay_id?: string | null;
+  /** The delivery of the same key before it (ordered deliveries and replays); see docs/architecture.md. */
+  after_id?: number | string | null;
 }
 
 /** A delivery as a claim returns it: its row and its message's body (null once the message is gone). */
@@ -140,6 +142,8 @@ export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
     firstAttemptAt: row.first_attempt_at ?? undefined,
     lastError: row.last_error ?? undefined,
     ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
+    // Pending without a next attempt: not claimable until its predecessor ends.
+    ...(row.status === 'pending' && row.next_attempt_at === null && row.after_id !== null && row.after_id !== undefined && { waitingFor: Number(row.after_id) }),
   };
 }
 

@@ -193,8 +193,11 @@ export interface DeliveryQueue {
    * Records what became of claimed deliveries, with their attempts, in one
    * commit. An outcome whose lease `owner` no longer holds the delivery is
    * ignored (another worker took it over), and so are its attempts.
+   * A delivery that ends (succeeded or failed) makes the delivery waiting
+   * behind it (ordered delivery, replays) due in the same commit; resolves
+   * how many it made due.
    */
-  finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void>;
+  finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<number | void>;
   /**
    * Makes pending deliveries leased by workers that are gone claimable at
    * `now` instead of when their leases expire; the leases of `keepOwner`

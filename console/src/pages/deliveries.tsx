@@ -177,6 +177,7 @@ function Attempts({ id, onClose }: { id: string; onClose: () => void }) {
           <p>
             Status <span class={`badge ${value.status}`}>{value.status}</span>
             {value.nextAttemptAt !== undefined && value.status === 'pending' && <> · next attempt {formatTime(value.nextAttemptAt)}</>}
+            {value.waitingFor !== undefined && <> · waiting for delivery {value.waitingFor} of the same user</>}
           </p>
           {value.attempts.length === 0 ? (
             <p>No attempt yet.</p>

@@ -12,6 +12,7 @@ import type {
   RequeueFilter,
 } from '../store.js';
 import { inTransaction, textColumn } from './connection.js';
+import { releaseSuccessors } from './delivery-order.js';
 import { type AttemptRow, type ClaimedRow, type DeliveryRow, toAttemptRecord, toClaimedDelivery, toDeliveryRecord } from '../rows.js';
 
 /**
@@ -65,8 +66,8 @@ const CLAIMED_COLUMNS = 'd.id, d.source_id, d.destination, d.message_seq, d.atte
  * arrays of outcomes and attempts go in as parameters. An outcome whose owner
  * no longer holds the lease changes nothing, and its attempts are dropped.
  */
-export async function finishDeliveries(pool: pg.Pool, outcomes: readonly DeliveryOutcome[]): Promise<void> {
-  if (outcomes.length === 0) return;
+export async function finishDeliveries(pool: pg.Pool, outcomes: readonly DeliveryOutcome[]): Promise<number> {
+  if (outcomes.length === 0) return 0;
   const o = {
     id: [] as number[],
     owner: [] as string[],
@@ -111,38 +112,50 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
       a.durationMs.push(Math.round(attempt.durationMs));
     }
   }
-  await pool.query({
-    // Named: prepared once per connection (see raw-queries.ts); it returns no rows.
-    name: 'switchyard_finish_deliveries',
-    text: `WITH o AS (
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
-         AS o(id, owner, kind, at, first_attempt_at, next_attempt_at, retry_urls, last_error)),
-     finished AS (
-       UPDATE deliveries d SET
-         status = CASE o.kind WHEN 'retry' THEN 'pending' ELSE o.kind END,
-         attempt_count = d.attempt_count + 1, first_attempt_at = o.first_attempt_at,
-         next_attempt_at = o.next_attempt_at, retry_urls = o.retry_urls, last_error = o.last_error,
-         lease_owner = NULL, updated_at = o.at
-       FROM o WHERE o.kind <> 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'
-       RETURNING d.id),
-     deferred AS (
-       UPDATE deliveries d SET next_attempt_at = o.next_attempt_at, lease_owner = NULL, updated_at = o.at
-       FROM o WHERE o.kind = 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'),
-     -- The overview's counters (see traffic-queries.ts), for the outcomes that applied.
-     counted AS (
-       INSERT INTO traffic_minutes (minute, metric, status, shard, count)
-       SELECT (o.at / ${MINUTE_MS}) * ${MINUTE_MS}, 'deliveries', CASE o.kind WHEN 'retry' THEN 'retried' ELSE o.kind END,
-         pg_backend_pid() % ${TRAFFIC_SHARDS}, count(*)
-       FROM o WHERE o.id IN (SELECT id FROM finished)
-       GROUP BY 1, 3
-       ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count)
-     INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms)
-     SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms
-     FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[])
-       WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, ord)
-     WHERE a.delivery_id IN (SELECT id FROM finished)
-     ORDER BY a.ord`,
-    values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
+  // A transaction: the successors of deliveries that ended are released by a
+  // statement of its own after the outcomes (see delivery-order.ts), in the
+  // same commit, so an outcome is never recorded without its release.
+  return inTransaction(pool, async (client) => {
+    const ended = await client.query<{ id: string }>({
+      // Named: prepared once per connection (see raw-queries.ts); it returns the deliveries that ended.
+      name: 'switchyard_finish_deliveries_ended',
+      text: `WITH o AS (
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[])
+           AS o(id, owner, kind, at, first_attempt_at, next_attempt_at, retry_urls, last_error)),
+       finished AS (
+         UPDATE deliveries d SET
+           status = CASE o.kind WHEN 'retry' THEN 'pending' ELSE o.kind END,
+           attempt_count = d.attempt_count + 1, first_attempt_at = o.first_attempt_at,
+           next_attempt_at = o.next_attempt_at, retry_urls = o.retry_urls, last_error = o.last_error,
+           lease_owner = NULL, updated_at = o.at
+         FROM o WHERE o.kind <> 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'
+         RETURNING d.id, d.status),
+       deferred AS (
+         UPDATE deliveries d SET next_attempt_at = o.next_attempt_at, lease_owner = NULL, updated_at = o.at
+         FROM o WHERE o.kind = 'deferred' AND d.id = o.id AND d.lease_owner = o.owner AND d.status = 'pending'),
+       -- The overview's counters (see traffic-queries.ts), for the outcomes that applied.
+       counted AS (
+         INSERT INTO traffic_minutes (minute, metric, status, shard, count)
+         SELECT (o.at / ${MINUTE_MS}) * ${MINUTE_MS}, 'deliveries', CASE o.kind WHEN 'retry' THEN 'retried' ELSE o.kind END,
+           pg_backend_pid() % ${TRAFFIC_SHARDS}, count(*)
+         FROM o WHERE o.id IN (SELECT id FROM finished)
+         GROUP BY 1, 3
+         ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count),
+       attempts AS (
+         INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms)
+         SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms
+         FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[])
+           WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, ord)
+         WHERE a.delivery_id IN (SELECT id FROM finished)
+         ORDER BY a.ord)
+       SELECT id FROM finished WHERE status <> 'pending'`,
+      values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
+    });
+    return releaseSuccessors(
+      client,
+      ended.rows.map((row) => Number(row.id)),
+      Math.max(...o.at),
+    );
   });
 }
 

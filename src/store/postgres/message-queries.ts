@@ -1,4 +1,6 @@
 // Ingest's writes and the debugger's reads of the `messages` table.
+import { type OrderedJob, destinationScope } from '../../domain/delivery-order.js';
+import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
@@ -74,7 +76,8 @@ export async function insertMessages(
   const seqs = inserted.rows.map((row) => row.seq).sort((a, b) => a - b);
   if (seqs.length !== entries.length) throw new Error(`inserted ${seqs.length} messages for ${entries.length} entries`);
 
-  const jobs = { sourceIds: [] as string[], seqs: [] as number[], destinations: [] as string[], at: [] as number[] };
+  const jobs = { sourceIds: [] as string[], seqs: [] as number[], destinations: [] as string[], at: [] as number[], ordered: [] as boolean[] };
+  const ordered: Array<Omit<OrderedJob, 'id'>> = [];
   entries.forEach((entry, i) => {
     if (statuses[i] !== 'accepted') return;
     for (const destination of entry.destinations) {
@@ -82,16 +85,23 @@ export async function insertMessages(
       jobs.seqs.push(seqs[i]!);
       jobs.destinations.push(destination);
       jobs.at.push(entry.receivedAt);
+      const key = destination === 'webhooks' ? entry.orderKey : undefined;
+      jobs.ordered.push(key !== undefined);
+      if (key !== undefined) ordered.push({ scope: destinationScope(entry.sourceId), key, at: entry.receivedAt });
     }
   });
   if (jobs.seqs.length > 0) {
-    await client.query(
+    // Ordered ones start with no due time; linkOrdered gives them theirs.
+    const queued = await client.query<{ id: string; ordered: boolean }>(
       `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
-       SELECT source_id, message_seq, destination, 'pending', at, at, at
-       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS j(source_id, message_seq, destination, at, ord)
-       ORDER BY ord`,
-      [jobs.sourceIds, jobs.seqs, jobs.destinations, jobs.at],
+       SELECT source_id, message_seq, destination, 'pending', CASE WHEN ordered THEN NULL ELSE at END, at, at
+       FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[]) WITH ORDINALITY AS j(source_id, message_seq, destination, at, ordered, ord)
+       ORDER BY ord
+       RETURNING id, next_attempt_at IS NULL AS ordered`,
+      [jobs.sourceIds, jobs.seqs, jobs.destinations, jobs.at, jobs.ordered],
     );
+    const orderedIds = queued.rows.filter((row) => row.ordered).map((row) => Number(row.id)).sort((a, b) => a - b);
+    await linkOrdered(client, ordered.map((job, i) => ({ ...job, id: orderedIds[i]! })));
   }
   return { seqs, deliveriesAdded: jobs.seqs.length > 0 };
 }

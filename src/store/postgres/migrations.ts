@@ -311,6 +311,22 @@ const MIGRATIONS: readonly string[] = [
     plan       text,
     created_at bigint NOT NULL,
     PRIMARY KEY (source_id, version)
+  `,
+  // Ordered delivery (settings.ordering "user", and replays): a delivery
+  // links to the delivery of its key before it (after_id) and waits, pending
+  // with no next attempt, until that one has its final outcome; the outcome's
+  // commit makes it due. delivery_tails holds each key's latest delivery per
+  // scope (a source's Webhooks destination, or a replay); prev_id is what an
+  // upsert replaced, read back in the same statement. See docs/architecture.md.
+  `
+  ALTER TABLE deliveries ADD COLUMN after_id bigint;
+  CREATE INDEX deliveries_waiting ON deliveries (after_id) WHERE status = 'pending' AND next_attempt_at IS NULL;
+  CREATE TABLE delivery_tails (
+    scope       text NOT NULL,
+    order_key   text NOT NULL,
+    delivery_id bigint NOT NULL,
+    prev_id     bigint,
+    PRIMARY KEY (scope, order_key)
   );
   `,
 ];

@@ -327,8 +327,8 @@ export class PostgresStore implements Store {
     return deliveries.claimDeliveries(this.pool, request);
   }
 
-  async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void> {
-    await deliveries.finishDeliveries(this.pool, outcomes);
+  async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<number> {
+    return deliveries.finishDeliveries(this.pool, outcomes);
   }
 
   async nextDeliveryDueAt(): Promise<number | undefined> {

@@ -1,4 +1,6 @@
 // The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes.
+import { type OrderedJob, destinationScope } from '../../domain/delivery-order.js';
+import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import { tally } from '../../domain/traffic.js';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest, StoreTopic } from '../store.js';
@@ -94,7 +96,8 @@ export async function processRawRequests(
   const entries = build(requests).flat();
   const statuses = await dedupe(client, entries, dedupeSince);
 
-  const jobs = { entries: [] as number[], sourceIds: [] as string[], destinations: [] as string[], at: [] as number[] };
+  const jobs = { entries: [] as number[], sourceIds: [] as string[], destinations: [] as string[], at: [] as number[], ordered: [] as boolean[] };
+  const ordered: Array<Omit<OrderedJob, 'id'>> = [];
   entries.forEach((entry, i) => {
     if (statuses[i] !== 'accepted') return;
     for (const destination of entry.destinations) {
@@ -102,16 +105,20 @@ export async function processRawRequests(
       jobs.sourceIds.push(entry.sourceId);
       jobs.destinations.push(destination);
       jobs.at.push(entry.receivedAt);
+      // A transformed delivery is never ordered (settings refuse both at once).
+      const key = destination === 'webhooks' && entry.transforming !== true ? entry.orderKey : undefined;
+      jobs.ordered.push(key !== undefined);
+      if (key !== undefined) ordered.push({ scope: destinationScope(entry.sourceId), key, at: entry.receivedAt });
     }
   });
   const deliveriesAdded = jobs.entries.length > 0;
   const counts = tally(entries.map((entry, i) => ({ at: entry.receivedAt, status: statuses[i]! })));
-  const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 16);
+  const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 17);
   // ORDER BY ord makes the identity hand out seqs in the order of `entries`,
   // so the n-th smallest seq is the n-th entry's: the delivery jobs name
   // their entry by its position, and the returned seqs, sorted, line up.
-  const { rows } = await client.query<{ seqs: number[] | null; jobs: number; deleted: number }>({
-    name: `switchyard_process_raw_${notify.topics(deliveriesAdded).join('_')}`,
+  const { rows } = await client.query<{ seqs: number[] | null; jobs: number; deleted: number; ordered: string[] | null }>({
+    name: `switchyard_process_raw_o_${notify.topics(deliveriesAdded).join('_')}`,
     text: `WITH stored AS (
        INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
        SELECT source_id, status, reason, type, message_id, user_id, received_at, body
@@ -122,11 +129,11 @@ export async function processRawRequests(
        SELECT seq, row_number() OVER (ORDER BY seq) AS ord FROM stored),
      queued AS (
        INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
-       SELECT j.source_id, numbered.seq, j.destination, 'pending', j.at, j.at, j.at
-       FROM unnest($9::bigint[], $10::text[], $11::text[], $12::bigint[]) WITH ORDINALITY AS j(entry, source_id, destination, at, ord)
+       SELECT j.source_id, numbered.seq, j.destination, 'pending', CASE WHEN j.ordered THEN NULL ELSE j.at END, j.at, j.at
+       FROM unnest($9::bigint[], $10::text[], $11::text[], $12::bigint[], $17::boolean[]) WITH ORDINALITY AS j(entry, source_id, destination, at, ordered, ord)
          JOIN numbered ON numbered.ord = j.entry
        ORDER BY j.ord
-       RETURNING 1),
+       RETURNING id, next_attempt_at IS NULL AS ordered),
      deleted AS (
        DELETE FROM raw_requests WHERE seq = ANY($13::bigint[]) RETURNING 1),
      counted AS (
@@ -136,6 +143,7 @@ export async function processRawRequests(
        ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count)
      SELECT (SELECT array_agg(seq ORDER BY seq) FROM stored) AS seqs,
        (SELECT count(*)::int FROM queued) AS jobs,
+       (SELECT array_agg(id ORDER BY id) FROM queued WHERE ordered) AS ordered,
        (SELECT count(*)::int FROM deleted) AS deleted${notified.calls === '' ? '' : `, ${notified.calls}`}`,
     values: [
       ...messageColumns(entries, statuses),
@@ -147,6 +155,7 @@ export async function processRawRequests(
       counts.map((c) => c.minute),
       counts.map((c) => c.status),
       counts.map((c) => c.count),
+      jobs.ordered,
       ...notified.values,
     ],
   });
@@ -158,6 +167,10 @@ export async function processRawRequests(
       `processing stored ${seqs.length} messages of ${entries.length}, ${row.jobs} delivery jobs of ${jobs.entries.length}, deleted ${row.deleted} raw requests of ${requests.length}`,
     );
   }
+  // The identity handed out ids in the order of the jobs (ORDER BY j.ord).
+  const orderedIds = (row.ordered ?? []).map(Number);
+  if (orderedIds.length !== ordered.length) throw new Error(`processing queued ${orderedIds.length} ordered deliveries of ${ordered.length}`);
+  await linkOrdered(client, ordered.map((job, i) => ({ ...job, id: orderedIds[i]! })));
   // Deliveries of a transformed destination wait for the transform stage (not claimable), in this same transaction.
   const transforming = seqs.filter((_, i) => statuses[i] === 'accepted' && entries[i]!.transforming === true);
   if (transforming.length > 0) {

@@ -1,4 +1,6 @@
 // Replays: their rows, and the pages of deliveries they queue.
+import { type OrderedJob, replayScope } from '../../domain/delivery-order.js';
+import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
 import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
@@ -53,19 +55,35 @@ export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): 
   );
   if (moved.rowCount === 0) return false;
   if (page.messageSeqs.length === 0) return true;
-  await client.query(
+  // Keyed ones start with no due time; linkOrdered chains them per key.
+  // A transformed destination's replay waits for the transform stage and is not ordered.
+  const keyOf = (i: number): string | undefined => (page.transforming === true ? undefined : page.orderKeys?.[i]);
+  const ordered = page.messageSeqs.map((_, i) => keyOf(i) !== undefined);
+  const queued = await client.query<{ id: string; ordered: boolean }>(
     `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
-     SELECT $1, seq, 'webhooks', $6, $2, $3, $2, $2, $4 FROM unnest($5::bigint[]) AS seq`,
-    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs, page.transforming === true ? 'transforming' : 'pending'],
+     SELECT $1, q.seq, 'webhooks', $7, CASE WHEN q.ordered THEN NULL ELSE $2::bigint END, $3, $2, $2, $4
+     FROM unnest($5::bigint[], $6::boolean[]) WITH ORDINALITY AS q(seq, ordered, ord) ORDER BY q.ord
+     RETURNING id, next_attempt_at IS NULL AS ordered`,
+    [page.sourceId, page.at, list(page.receivers), page.replayId, page.messageSeqs, ordered, page.transforming === true ? 'transforming' : 'pending'],
   );
+  const ids = queued.rows.filter((row) => row.ordered).map((row) => Number(row.id)).sort((a, b) => a - b);
+  const scope = replayScope(page.replayId);
+  const jobs: OrderedJob[] = [];
+  page.messageSeqs.forEach((_, i) => {
+    const key = keyOf(i);
+    if (key !== undefined) jobs.push({ id: ids[jobs.length]!, scope, key, at: page.at });
+  });
+  await linkOrdered(client, jobs);
   return true;
 }
 
 export async function endReplay(client: pg.ClientBase, id: string, status: 'done' | 'cancelled', at: number): Promise<ReplayRecord | undefined> {
   const changed = await client.query(`UPDATE replays SET status = $1, updated_at = $2 WHERE id = $3 AND status = 'running'`, [status, at, id]);
   if ((changed.rowCount ?? 0) > 0 && status === 'cancelled') {
-    await client.query(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = $1 AND status = 'pending')`, [id]);
-    await client.query(`DELETE FROM deliveries WHERE replay_id = $1 AND status = 'pending'`, [id]);
+    await client.query(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = $1 AND status IN ('pending', 'transforming'))`, [id]);
+    await client.query(`DELETE FROM deliveries WHERE replay_id = $1 AND status IN ('pending', 'transforming')`, [id]);
   }
+  // Its keys' tails: nothing is queued for it any more.
+  if ((changed.rowCount ?? 0) > 0) await client.query(`DELETE FROM delivery_tails WHERE scope = $1`, [replayScope(id)]);
   return getReplay(client, id);
 }

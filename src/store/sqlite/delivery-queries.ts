@@ -10,6 +10,7 @@ import type {
 } from '../store.js';
 import type { TrafficQueries } from './traffic-queries.js';
 import type { DestinationKind } from '../../domain/routing.js';
+import { DeliveryOrder } from './delivery-order.js';
 import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
 
 /**
@@ -33,7 +34,8 @@ type DueRow = [
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
 export class DeliveryQueries {
   private readonly claimTx: Transaction<(request: ClaimRequest) => ClaimedDelivery[]>;
-  private readonly finishTx: Transaction<(outcomes: readonly DeliveryOutcome[]) => void>;
+  private readonly finishTx: Transaction<(outcomes: readonly DeliveryOutcome[]) => number>;
+  private readonly order: DeliveryOrder;
   /** The due jobs a claim takes, each with its message's body… */
   private readonly due: Statement<[number, number], DueRow>;
   /** …and their lease, in the same transaction. */
@@ -69,6 +71,7 @@ export class DeliveryQueries {
     this.insertAttempt = db.prepare(`
       INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`);
     this.nextDue = db.prepare(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
+    this.order = new DeliveryOrder(db);
 
     this.claimTx = db.transaction((request: ClaimRequest) => {
       const rows = this.due.all(request.now, request.limit);
@@ -83,10 +86,15 @@ export class DeliveryQueries {
     });
     this.finishTx = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
       const rounds: Array<{ at: number; status: string }> = [];
+      let released = 0;
       for (const outcome of outcomes) {
-        if (this.finishOne(outcome) && outcome.kind !== 'deferred') rounds.push({ at: outcome.at, status: outcome.kind === 'retry' ? 'retried' : outcome.kind });
+        if (!this.finishOne(outcome) || outcome.kind === 'deferred') continue;
+        rounds.push({ at: outcome.at, status: outcome.kind === 'retry' ? 'retried' : outcome.kind });
+        // Its final outcome: whatever waits behind it is due, in this commit.
+        if (outcome.kind !== 'retry') released += this.order.releaseAfter(outcome.id, outcome.at);
       }
       this.traffic.add('deliveries', rounds);
+      return released;
     });
   }
 
@@ -94,8 +102,8 @@ export class DeliveryQueries {
     return this.claimTx.immediate(request);
   }
 
-  finishAll(outcomes: readonly DeliveryOutcome[]): void {
-    this.finishTx.immediate(outcomes);
+  finishAll(outcomes: readonly DeliveryOutcome[]): number {
+    return this.finishTx.immediate(outcomes);
   }
 
   /** Resolves whether the outcome applied (its owner still held the lease). */

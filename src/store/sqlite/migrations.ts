@@ -330,6 +330,22 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (source_id, version)
   );
   `,
+  // Ordered delivery (settings.ordering "user", and replays): a delivery
+  // links to the delivery of its key before it (after_id) and waits, pending
+  // with no next attempt, until that one has its final outcome; the outcome's
+  // commit makes it due. delivery_tails holds each key's latest delivery per
+  // scope (a source's Webhooks destination, or a replay), so creating one
+  // finds its predecessor by primary key. See docs/architecture.md.
+  `
+  ALTER TABLE deliveries ADD COLUMN after_id INTEGER;
+  CREATE INDEX deliveries_waiting ON deliveries (after_id) WHERE status = 'pending' AND next_attempt_at IS NULL;
+  CREATE TABLE delivery_tails (
+    scope       TEXT NOT NULL,
+    order_key   TEXT NOT NULL,
+    delivery_id INTEGER NOT NULL,
+    PRIMARY KEY (scope, order_key)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

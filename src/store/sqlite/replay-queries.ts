@@ -1,5 +1,7 @@
 import type { Database, Statement, Transaction } from 'better-sqlite3';
+import { replayScope } from '../../domain/delivery-order.js';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
+import { DeliveryOrder } from './delivery-order.js';
 import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
 
 /** A replay's row with its delivered and failed counts, from its deliveries. */
@@ -13,21 +15,34 @@ const WITH_COUNTS = `
 export class ReplayQueries {
   private readonly queuePageTx: Transaction<(page: ReplayPage) => boolean>;
   private readonly moveCursor: Statement<[number, number, number, string, number]>;
-  private readonly insertDelivery: Statement<[string, number, string, number, string | null, number, number, string]>;
+  private readonly insertDelivery: Statement<[string, number, string, number | null, string | null, number, number, string, number | null]>;
+  private readonly order: DeliveryOrder;
 
   constructor(private readonly db: Database) {
     this.moveCursor = db.prepare(`
       UPDATE replays SET cursor_seq = ?, queued = queued + ?, updated_at = ?
       WHERE id = ? AND cursor_seq = ? AND status = 'running'`);
     this.insertDelivery = db.prepare(`
-      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)
-      VALUES (?, ?, 'webhooks', ?, ?, ?, ?, ?, ?)`);
+      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id, after_id)
+      VALUES (?, ?, 'webhooks', ?, ?, ?, ?, ?, ?, ?)`);
+    this.order = new DeliveryOrder(db);
     this.queuePageTx = db.transaction((page: ReplayPage) => {
       const moved = this.moveCursor.run(page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor).changes > 0;
       if (!moved) return false;
       const receivers = page.receivers === undefined ? null : JSON.stringify(page.receivers);
-      const status = page.transforming === true ? 'transforming' : 'pending';
-      for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, status, page.at, receivers, page.at, page.at, page.replayId);
+      // A transformed destination's replay waits for the transform stage and
+      // is not ordered (its output body is filled later; see docs/transformations.md).
+      if (page.transforming === true) {
+        for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, 'transforming', page.at, receivers, page.at, page.at, page.replayId, null);
+        return true;
+      }
+      const scope = replayScope(page.replayId);
+      page.messageSeqs.forEach((seq, i) => {
+        const key = page.orderKeys?.[i];
+        const before = key === undefined ? undefined : this.order.before(scope, key);
+        const id = this.insertDelivery.run(page.sourceId, seq, 'pending', before === undefined ? page.at : null, receivers, page.at, page.at, page.replayId, before ?? null).lastInsertRowid;
+        if (key !== undefined) this.order.append(scope, key, Number(id));
+      });
       return true;
     });
   }
@@ -69,10 +84,12 @@ export class ReplayQueries {
       const changed = this.db.prepare(`UPDATE replays SET status = ?, updated_at = ? WHERE id = ? AND status = 'running'`).run(status, at, id).changes;
       if (changed > 0 && status === 'cancelled') {
         this.db
-          .prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = ? AND status = 'pending')`)
+          .prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE replay_id = ? AND status IN ('pending', 'transforming'))`)
           .run(id);
-        this.db.prepare(`DELETE FROM deliveries WHERE replay_id = ? AND status = 'pending'`).run(id);
+        this.db.prepare(`DELETE FROM deliveries WHERE replay_id = ? AND status IN ('pending', 'transforming')`).run(id);
       }
+      // Its keys' tails: nothing is queued for it any more.
+      if (changed > 0) this.db.prepare(`DELETE FROM delivery_tails WHERE scope = ?`).run(replayScope(id));
     }).immediate();
     return this.get(id);
   }

@@ -418,8 +418,8 @@ export class SqliteStore implements Store {
     return this.write(() => this.deliveries.claim(request));
   }
 
-  async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<void> {
-    await this.write(() => this.deliveries.finishAll(outcomes));
+  async finishDeliveries(outcomes: readonly DeliveryOutcome[]): Promise<number> {
+    return this.write(() => this.deliveries.finishAll(outcomes));
   }
 
   /** Single-node: every lease but the caller's belongs to a process that is gone (a crash, kill -9). */

@@ -1,0 +1,64 @@
+/**
+ * Ordered delivery's pure rules: which queue (scope) a delivery's key is
+ * ordered in, and how one store transaction's new deliveries of a key chain
+ * behind each other. The stores do the I/O (see docs/architecture.md,
+ * "Ordered delivery").
+ */
+
+/** The scope of a source's Webhooks destination: its keys' order is kept across all its deliveries. */
+export function destinationScope(sourceId: string): string {
+  return `webhooks:${sourceId}`;
+}
+
+/** A replay keeps its own order per key, apart from live deliveries. */
+export function replayScope(replayId: string): string {
+  return `replay:${replayId}`;
+}
+
+/** The key of a stored message body: its userId, else its anonymousId; undefined when it has neither. */
+export function orderKeyOf(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const record = body as Record<string, unknown>;
+  for (const field of ['userId', 'anonymousId']) {
+    const value = record[field];
+    if (typeof value === 'string' && value !== '') return value;
+    if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  }
+  return undefined;
+}
+
+export interface OrderedJob {
+  /** The new delivery's id. */
+  readonly id: number;
+  readonly scope: string;
+  readonly key: string;
+  /** When it falls due if nothing is before it. */
+  readonly at: number;
+}
+
+export interface ChainedJob extends OrderedJob {
+  /** The delivery before it in the same transaction, when there is one. */
+  readonly before: number | undefined;
+}
+
+/**
+ * Chains new deliveries (in creation order) of one scope and key behind each
+ * other, and names each (scope, key)'s first and last: the first links to
+ * the key's tail in the store, the last becomes the new tail.
+ */
+export function chainJobs(jobs: readonly OrderedJob[]): { chained: ChainedJob[]; heads: Map<string, { first: OrderedJob; last: OrderedJob }> } {
+  const heads = new Map<string, { first: OrderedJob; last: OrderedJob }>();
+  const chained: ChainedJob[] = [];
+  for (const job of jobs) {
+    const name = `${job.scope}\u0000${job.key}`;
+    const head = heads.get(name);
+    if (head === undefined) {
+      heads.set(name, { first: job, last: job });
+      chained.push({ ...job, before: undefined });
+    } else {
+      chained.push({ ...job, before: head.last.id });
+      head.last = job;
+    }
+  }
+  return { chained, heads };
+}
