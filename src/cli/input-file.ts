@@ -34,8 +34,8 @@ async function readFileBounded(file: string): Promise<Buffer> {
       await handle.close();
     }
   } catch (error) {
-    const code = String((error as { code?: unknown }).code ?? '');
-    const reason = REASONS[code];
+    const code = (error as { code?: unknown }).code;
+    const reason = typeof code === 'string' ? REASONS[code] : undefined;
     if (reason === undefined) throw error;
     throw new InputFileError(`cannot read ${file}: ${reason}`, { cause: error });
   }
