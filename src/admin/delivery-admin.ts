@@ -1,5 +1,5 @@
 import { ApiError } from '../errors.js';
-import type { AttemptRecord, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
+import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
 /** A delivery as the admin API and the CLI show it; times are ISO-8601. */
@@ -27,6 +27,7 @@ export interface AttemptView {
   readonly statusCode?: number;
   readonly error?: string;
   readonly durationMs: number;
+  readonly response?: AttemptResponse;
 }
 
 export interface DeliveryDetailView extends DeliveryView {
@@ -117,6 +118,7 @@ function viewAttempt(attempt: AttemptRecord): AttemptView {
     ...(attempt.statusCode !== undefined && { statusCode: attempt.statusCode }),
     ...(attempt.error !== undefined && { error: attempt.error }),
     durationMs: attempt.durationMs,
+    ...(attempt.response !== undefined && { response: attempt.response }),
   };
 }
 

@@ -276,6 +276,10 @@ const MIGRATIONS: readonly string[] = [
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   ALTER TABLE regulations ALTER COLUMN raw_seq_mark SET NOT NULL;
   `,
+  // The receiver's answer per attempt (issue 30): JSON {contentType?, retryAfter?, body, bodyTruncated?}, body at most 1 KB.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN response text;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

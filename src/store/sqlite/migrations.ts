@@ -293,6 +293,10 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE regulations ADD COLUMN raw_seq_mark INTEGER NOT NULL DEFAULT 0;
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   `,
+  // The receiver's answer per attempt (issue 30): JSON {contentType?, retryAfter?, body, bodyTruncated?}, body at most 1 KB.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN response TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
