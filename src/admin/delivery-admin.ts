@@ -66,14 +66,19 @@ export class DeliveryAdmin {
     return viewDetail(detail);
   }
 
-  /** Puts one failed delivery back in the queue, with a fresh retry window. */
+  /**
+   * Puts one failed delivery back in the queue, with a fresh retry window; a
+   * pending one waiting for its next attempt becomes due at once (its retry
+   * window unchanged). One being sent right now answers `{requeued: 0}`.
+   */
   async retry(id: unknown): Promise<{ requeued: number }> {
     const numeric = deliveryId(id);
     const requeued = await this.store.requeueFailedDeliveries({ id: numeric }, this.now());
     if (requeued > 0) return { requeued };
     const delivery = await this.store.getDelivery(numeric);
     if (delivery === undefined) throw notFound(id);
-    throw new ApiError('delivery_not_failed', `delivery ${numeric} is ${delivery.status}; only failed deliveries can be retried`);
+    if (delivery.status === 'pending') return { requeued: (await this.store.makeDeliveryDueNow(numeric, this.now())) ? 1 : 0 };
+    throw new ApiError('delivery_not_failed', `delivery ${numeric} is ${delivery.status}; only failed or pending deliveries can be retried`);
   }
 
   /** Puts every failed delivery back (of one source, and/or failed since a time): `{sourceId?, since?}`. */

@@ -180,6 +180,15 @@ export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDe
 }
 
 /** Runs in the caller's transaction, which also notifies when this requeued any. */
+/** Retry now: a pending delivery waiting for its next attempt becomes due at `now` (a leased one is being sent already). */
+export async function makeDeliveryDueNow(client: pg.ClientBase, id: number, now: number): Promise<boolean> {
+  const result = await client.query(
+    `UPDATE deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = $2 AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > $1`,
+    [now, id],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
 export async function requeueFailedDeliveries(client: pg.ClientBase, filter: RequeueFilter, now: number): Promise<number> {
   const result = await client.query(
     `UPDATE deliveries SET status = 'pending', next_attempt_at = $1, first_attempt_at = NULL,

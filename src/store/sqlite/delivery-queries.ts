@@ -172,6 +172,15 @@ export class DeliveryQueries {
           AND (@since IS NULL OR updated_at >= @since)`)
       .run({ now, id: filter.id ?? null, sourceId: filter.sourceId ?? null, since: filter.since ?? null }).changes;
   }
+
+  /** Retry now: a pending delivery waiting for its next attempt becomes due at `now` (a leased one is being sent already). */
+  dueNow(id: number, now: number): boolean {
+    return (
+      this.db
+        .prepare(`UPDATE deliveries SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > ?`)
+        .run(now, now, id, now).changes > 0
+    );
+  }
 }
 
 function claimedDelivery(row: DueRow): ClaimedDelivery {
