@@ -5,6 +5,7 @@ import { AdminAuth } from './admin/admin-auth.js';
 import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
 import type { Config } from './config.js';
+import { listensOnEveryInterface } from './domain/listen-address.js';
 import { Metrics } from './metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
@@ -172,6 +173,13 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
           ...(createdToken !== undefined && { adminToken: createdToken }),
           ...(shownSource !== undefined && { defaultSource: { id: shownSource.id, writeKey: shownSource.writeKey } }),
         };
+  if (welcome !== undefined && listensOnEveryInterface(config.host)) {
+    // A first start is usually a try on a laptop: say that the port is open to the network, and how to keep it local.
+    logger.warn(
+      { host: config.host, port },
+      `listening on every interface (HOST=${config.host}): other machines that can reach this one can reach port ${port}; set HOST=127.0.0.1 to listen on this machine only`,
+    );
+  }
 
   let closing: Promise<void> | undefined;
   return {

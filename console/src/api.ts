@@ -200,6 +200,8 @@ export interface Attempt {
   readonly statusCode?: number;
   readonly error?: string;
   readonly durationMs: number;
+  /** The receiver's answer: two headers and the first 1 KB of the body. */
+  readonly response?: { readonly contentType?: string; readonly retryAfter?: string; readonly body: string; readonly bodyTruncated?: boolean };
 }
 
 export interface Regulation {

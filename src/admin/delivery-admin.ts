@@ -1,5 +1,5 @@
 import { ApiError } from '../errors.js';
-import type { AttemptRecord, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
+import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
 /** A delivery as the admin API and the CLI show it; times are ISO-8601. */
@@ -29,6 +29,7 @@ export interface AttemptView {
   readonly statusCode?: number;
   readonly error?: string;
   readonly durationMs: number;
+  readonly response?: AttemptResponse;
 }
 
 export interface DeliveryDetailView extends DeliveryView {
@@ -67,14 +68,19 @@ export class DeliveryAdmin {
     return viewDetail(detail);
   }
 
-  /** Puts one failed delivery back in the queue, with a fresh retry window. */
+  /**
+   * Puts one failed delivery back in the queue, with a fresh retry window; a
+   * pending one waiting for its next attempt becomes due at once (its retry
+   * window unchanged). One being sent right now answers `{requeued: 0}`.
+   */
   async retry(id: unknown): Promise<{ requeued: number }> {
     const numeric = deliveryId(id);
     const requeued = await this.store.requeueFailedDeliveries({ id: numeric }, this.now());
     if (requeued > 0) return { requeued };
     const delivery = await this.store.getDelivery(numeric);
     if (delivery === undefined) throw notFound(id);
-    throw new ApiError('delivery_not_failed', `delivery ${numeric} is ${delivery.status}; only failed deliveries can be retried`);
+    if (delivery.status === 'pending') return { requeued: (await this.store.makeDeliveryDueNow(numeric, this.now())) ? 1 : 0 };
+    throw new ApiError('delivery_not_failed', `delivery ${numeric} is ${delivery.status}; only failed or pending deliveries can be retried`);
   }
 
   /** Puts every failed delivery back (of one source, and/or failed since a time): `{sourceId?, since?}`. */
@@ -120,6 +126,7 @@ function viewAttempt(attempt: AttemptRecord): AttemptView {
     ...(attempt.statusCode !== undefined && { statusCode: attempt.statusCode }),
     ...(attempt.error !== undefined && { error: attempt.error }),
     durationMs: attempt.durationMs,
+    ...(attempt.response !== undefined && { response: attempt.response }),
   };
 }
 

@@ -74,7 +74,18 @@ const webhooks: JsonSchema = {
 
 const attempt: JsonSchema = {
   type: 'object',
-  properties: { at: time, url: { type: 'string' }, statusCode: { type: 'integer' }, error: { type: 'string' }, durationMs: { type: 'integer' } },
+  properties: {
+    at: time,
+    url: { type: 'string' },
+    statusCode: { type: 'integer' },
+    error: { type: 'string' },
+    durationMs: { type: 'integer' },
+    response: {
+      type: 'object',
+      description: "The receiver's answer: its content-type and retry-after headers and the first 1 KB of its body",
+      properties: { contentType: { type: 'string' }, retryAfter: { type: 'string' }, body: { type: 'string' }, bodyTruncated: { type: 'boolean' } },
+    },
+  },
 };
 
 const delivery: JsonSchema = {

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
 import { jsonBoundsError } from '../admin/validate.js';
@@ -6,6 +5,7 @@ import { ApiError } from '../errors.js';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/store.js';
 import { parseArgs } from './args.js';
+import { readJsonInput } from './input-file.js';
 
 /** What the CLI's entry point lends these commands. */
 export interface CliKit {
@@ -93,7 +93,7 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
         return kit.withStore(flags, (store) => admin(store).get(need(id, 'SOURCE_ID')));
       case 'filters': {
         const sourceId = need(id, 'SOURCE_ID');
-        const filters = await readJson(need(words[3], 'FILE'), kit);
+        const filters = await readJsonInput(need(words[3], 'FILE'));
         return kit.withStore(flags, async (store) => {
           // The settings as they are (secrets masked, which keeps them), with the new filters.
           const current = await admin(store).get(sourceId);
@@ -162,27 +162,6 @@ function splitArgs(argv: readonly string[], kit: CliKit): SplitArgs {
     delete flags[name];
   }
   return { words, flags, own, repeated };
-}
-
-/** Reads a JSON file, or standard input for "-". */
-async function readJson(file: string, kit: CliKit): Promise<unknown> {
-  let text: string;
-  if (file === '-') {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    text = Buffer.concat(chunks).toString('utf8');
-  } else {
-    text = await readFile(file, 'utf8');
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text) as unknown;
-  } catch (error) {
-    throw kit.usageError(`${file === '-' ? 'standard input' : file} is not JSON: ${(error as Error).message}`);
-  }
-  const outOfBounds = jsonBoundsError(parsed);
-  if (outOfBounds !== undefined) throw outOfBounds;
-  return parsed;
 }
 
 function splitHeader(text: string, kit: CliKit): [string, string] {

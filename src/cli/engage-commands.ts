@@ -1,9 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { EngageAdmin } from '../admin/engage-admin.js';
-import { jsonBoundsError } from '../admin/validate.js';
-import { ApiError } from '../errors.js';
 import type { ComputationKind, Store } from '../store/store.js';
 import { parseArgs } from './args.js';
+import { readJsonInput as readJson } from './input-file.js';
 import type { CliKit } from './delivery-commands.js';
 
 export const ENGAGE_USAGE = `  audiences list                 audiences with their sizes
@@ -18,9 +16,6 @@ export const ENGAGE_USAGE = `  audiences list                 audiences with the
   profiles events IDENTIFIER [--limit N]
                                  its recent messages, newest first
 `;
-
-/** Largest definition file read: definitions are bounded far below this. */
-const MAX_FILE_BYTES = 1024 * 1024;
 
 /**
  * `switchyard audiences|computed-traits|profiles …`, on the store directly.
@@ -78,29 +73,4 @@ export async function engageCommand(argv: readonly string[], kit: CliKit): Promi
       break;
   }
   throw kit.usageError(`unknown ${group} command ${JSON.stringify(action ?? '')}`);
-}
-
-async function readJson(file: string): Promise<unknown> {
-  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  if (text.length > MAX_FILE_BYTES) throw new ApiError('invalid_request', `${file} is larger than ${MAX_FILE_BYTES} bytes`);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new ApiError('invalid_request', `${file} is not JSON: ${(error as Error).message}`);
-  }
-  const outOfBounds = jsonBoundsError(parsed);
-  if (outOfBounds !== undefined) throw outOfBounds;
-  return parsed;
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of process.stdin) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_FILE_BYTES) break;
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

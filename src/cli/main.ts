@@ -13,6 +13,7 @@ import { parseArgs } from './args.js';
 import { DEBUGGER_USAGE, debuggerCommand } from './debugger-command.js';
 import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
 import { ENGAGE_USAGE, engageCommand } from './engage-commands.js';
+import { InputFileError } from './input-file.js';
 import { REPLAY_USAGE, replayCommand } from './replay-commands.js';
 import { TRANSFORMATION_USAGE, transformationCommand } from './transformation-commands.js';
 import { TRACKING_PLAN_USAGE, trackingPlanCommand } from './tracking-plan-commands.js';
@@ -202,6 +203,9 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (error instanceof UsageError) {
     process.stderr.write(`switchyard: ${error.message}\n\n${USAGE}`);
     process.exitCode = 2;
+  } else if (error instanceof InputFileError) {
+    process.stderr.write(`switchyard: ${error.message}\n`);
+    process.exitCode = 2;
   } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
@@ -236,8 +240,25 @@ function operationalError(error: unknown, argv: readonly string[]): string | und
     if (where !== undefined) return `cannot write ${where} (SWITCHYARD_DATA_DIR / --data-dir is ${config?.dataDir ?? '?'}): choose a folder this user may write, or fix its permissions`;
     return `permission denied binding port ${config?.port ?? '?'} (PORT / --port): use a port above 1023`;
   }
-  if (code === '3D000') return `the database in DATABASE_URL does not exist: create it (createdb NAME) or point DATABASE_URL at one that does`;
+  if (code === '3D000') {
+    const where = databaseName(config?.databaseUrl);
+    const name = where?.name ?? 'NAME';
+    return `the database ${where === undefined ? 'in DATABASE_URL' : `"${where.name}" on ${where.server} (DATABASE_URL)`} does not exist: create it (createdb ${name}) or point DATABASE_URL at one that does`;
+  }
   if (code === 'ECONNREFUSED' && config?.databaseUrl !== undefined) return 'PostgreSQL refused the connection (DATABASE_URL): is it running, and on that host and port?';
   if (code === '28P01' || code === '28000') return 'PostgreSQL refused the credentials in DATABASE_URL: check the user and password';
   return undefined;
+}
+
+/** The database and server a PostgreSQL URL names, for messages: never its user or password. */
+function databaseName(url: string | undefined): { name: string; server: string } | undefined {
+  if (url === undefined) return undefined;
+  try {
+    const parsed = new URL(url);
+    const name = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+    if (name === '') return undefined;
+    return { name, server: parsed.host === '' ? 'the local socket' : parsed.host };
+  } catch {
+    return undefined;
+  }
 }

@@ -87,7 +87,7 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
   const recorded = {
     ...common,
     firstAttemptAt: job.firstAttemptAt ?? (sent.length > 0 ? startedAt : now),
-    attempts: sent.map((r) => ({ at: r.at, url: r.url, statusCode: r.statusCode, error: r.error, durationMs: r.durationMs })),
+    attempts: sent.map((r) => ({ at: r.at, url: r.url, statusCode: r.statusCode, error: r.error, durationMs: r.durationMs, response: r.response })),
   };
   switch (decision.kind) {
     case 'succeeded':

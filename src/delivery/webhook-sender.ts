@@ -4,6 +4,7 @@ import { type Verdict, verdictForStatus } from '../domain/delivery-decision.js';
 import { parseRetryAfter } from '../domain/retry-policy.js';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from './address-guard.js';
 import { tolerateUnsolicitedContinue } from './unsolicited-continue.js';
+import type { AttemptResponse } from '../store/records.js';
 
 export interface WebhookSenderOptions {
   readonly timeoutMs: number;
@@ -30,10 +31,18 @@ export interface PostResult {
   /** Whether the origin's health is known from it: an answer, a timeout or a connection failure. */
   readonly health: 'success' | 'failure' | 'neutral';
   readonly aborted: boolean;
+  /** The receiver's answer, for the attempt log, when it answered. */
+  readonly response?: AttemptResponse | undefined;
 }
 
 /** Response bodies are read (so the connection can be reused) up to this size, then dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** How much of a response body the attempt log keeps; the rest is read and dropped, never buffered. */
+export const RESPONSE_BODY_KEPT = 1024;
+
+/** Longest header value kept in the attempt log. */
+const HEADER_KEPT = 256;
 
 /** TLS errors that mean the receiver's certificate cannot be trusted; retrying would not help. */
 const UNTRUSTED_CERTIFICATE = /^(ERR_TLS_CERT_ALTNAME_INVALID|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/;
@@ -122,6 +131,7 @@ export class WebhookSender {
       metric: `${Math.floor(statusCode / 100)}xx`,
       health: verdict === 'retriable' ? 'failure' : 'success',
       aborted: false,
+      response: answer.response,
     };
   }
 
@@ -203,6 +213,7 @@ function stopped(url: string, at: number, durationMs: number): PostResult {
 interface Answer {
   readonly statusCode?: number | undefined;
   readonly retryAfter?: string | string[] | undefined;
+  readonly response?: AttemptResponse | undefined;
   readonly error?: unknown;
   /** Why it ended early: the deadline passed, or the worker stopped. */
   readonly endedBy?: 'timeout' | 'stopped' | undefined;
@@ -220,6 +231,9 @@ class PostHandler implements Dispatcher.DispatchHandler {
   private statusCode: number | undefined;
   private retryAfter: string | string[] | undefined;
   private bytes = 0;
+  private contentType: string | undefined;
+  /** The first RESPONSE_BODY_KEPT bytes of the body: at most that is copied, whatever the body's size. */
+  private readonly kept: Buffer[] = [];
   private endedBy: Answer['endedBy'];
   private done = false;
 
@@ -245,9 +259,11 @@ class PostHandler implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return; // 1xx: the final answer is still to come
     this.statusCode = statusCode;
     this.retryAfter = headers['retry-after'];
+    this.contentType = firstHeader(headers['content-type']);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.bytes < RESPONSE_BODY_KEPT) this.kept.push(Buffer.from(chunk.subarray(0, RESPONSE_BODY_KEPT - this.bytes)));
     this.bytes += chunk.length;
     // Past the limit the connection is not worth saving: drop it, keep the answer.
     if (this.bytes > MAX_RESPONSE_BYTES) {
@@ -267,7 +283,17 @@ class PostHandler implements Dispatcher.DispatchHandler {
   private finish(error?: unknown): void {
     if (this.done) return;
     this.done = true;
-    this.settle(error === undefined ? { statusCode: this.statusCode, retryAfter: this.retryAfter } : { error, endedBy: this.endedBy });
+    this.settle(error === undefined ? { statusCode: this.statusCode, retryAfter: this.retryAfter, response: this.response() } : { error, endedBy: this.endedBy });
+  }
+
+  private response(): AttemptResponse {
+    const retryAfter = firstHeader(this.retryAfter);
+    return {
+      ...(this.contentType !== undefined && { contentType: this.contentType.slice(0, HEADER_KEPT) }),
+      ...(retryAfter !== undefined && { retryAfter: retryAfter.slice(0, HEADER_KEPT) }),
+      body: Buffer.concat(this.kept).toString('utf8'),
+      ...(this.bytes > RESPONSE_BODY_KEPT && { bodyTruncated: true as const }),
+    };
   }
 }
 

@@ -154,6 +154,18 @@ export interface AttemptRecord {
   readonly statusCode?: number | undefined;
   readonly error?: string | undefined;
   readonly durationMs: number;
+  /** What the receiver answered, when it answered: bounded by the sender (see webhook-sender.ts). */
+  readonly response?: AttemptResponse | undefined;
+}
+
+/** The part of a receiver's answer the attempt log keeps. */
+export interface AttemptResponse {
+  readonly contentType?: string | undefined;
+  readonly retryAfter?: string | undefined;
+  /** The first RESPONSE_BODY_KEPT bytes of the body, as UTF-8. */
+  readonly body: string;
+  /** Set when the body was longer than what is kept. */
+  readonly bodyTruncated?: true | undefined;
 }
 
 /**

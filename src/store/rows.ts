@@ -9,6 +9,7 @@ import type { RegulationStepStatus } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
 import type {
   AttemptRecord,
+  AttemptResponse,
   ClaimedDelivery,
   DeliveryRecord,
   DeliveryStatus,
@@ -112,6 +113,8 @@ export interface AttemptRow {
   status_code: number | null;
   error: string | null;
   duration_ms: number;
+  /** JSON of AttemptResponse; null for attempts without an answer or recorded before it was kept. */
+  response: string | null;
 }
 
 export interface MessageRow {
@@ -192,6 +195,7 @@ export function toAttemptRecord(row: AttemptRow): AttemptRecord {
     statusCode: row.status_code ?? undefined,
     error: row.error ?? undefined,
     durationMs: row.duration_ms,
+    ...(row.response !== null && row.response !== undefined && { response: JSON.parse(row.response) as AttemptResponse }),
   };
 }
 

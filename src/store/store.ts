@@ -219,6 +219,8 @@ export interface DeliveryQueue {
    * window. Resolves how many were requeued.
    */
   requeueFailedDeliveries(filter: RequeueFilter, now: number): Promise<number>;
+  /** Retry now: a pending delivery waiting for its next attempt becomes due at `now`. Resolves whether it did. */
+  makeDeliveryDueNow(id: number, now: number): Promise<boolean>;
 }
 
 /** Deletion and suppression requests. */

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { ADMIN_URL, postgresAvailable } from '../helpers/postgres.js';
 
 const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
 
@@ -56,11 +57,19 @@ describe('operational errors of serve', () => {
     assertOneLine(result.stderr, /LOG_LEVEL .*must be one of fatal, error, warn, info, debug, trace, silent, got "loud"/);
   });
 
-  it('says when the PostgreSQL database does not exist', { skip: process.env['TEST_DATABASE_URL'] === undefined && 'TEST_DATABASE_URL is not set' }, async () => {
-    const url = new URL(process.env['TEST_DATABASE_URL']!);
+  // The README's local default (test/helpers/postgres.ts), as the other PostgreSQL tests: skipped only when it does not answer.
+  it('says when the PostgreSQL database does not exist, naming it without the credentials', async (t) => {
+    if (!(await postgresAvailable())) {
+      if (process.env['REQUIRE_POSTGRES'] === '1') throw new Error(`PostgreSQL not reachable at TEST_DATABASE_URL or the default; REQUIRE_POSTGRES=1 makes this a failure`);
+      t.skip('PostgreSQL not reachable');
+      return;
+    }
+    const url = new URL(ADMIN_URL);
     url.pathname = `/switchyard_missing_${process.pid}`;
+    url.password = 'not-shown-anywhere';
     const result = await serve({ PORT: '0', DATABASE_URL: url.toString() });
     assert.equal(result.code, 1);
-    assertOneLine(result.stderr, /the database in DATABASE_URL does not exist: create it/);
+    assertOneLine(result.stderr, new RegExp(`the database "switchyard_missing_${process.pid}" on ${url.host.replace(/\./g, '\\.')} \\(DATABASE_URL\\) does not exist: create it \\(createdb switchyard_missing_${process.pid}\\)`));
+    assert.doesNotMatch(result.stderr, /not-shown-anywhere/);
   });
 });

@@ -194,6 +194,9 @@ describeBrowser('the web console in Chromium', () => {
     const attempts = page.getByRole('region', { name: `Attempts of delivery ${first.id}` });
     await attempts.locator('tr.attempt').filter({ hasText: 'HTTP 200' }).waitFor();
     assert.match((await attempts.textContent()) ?? '', new RegExp(receiver.url.replace(/[/.]/g, '\\$&')));
+    // The receiver's answer (test/helpers/receiver.ts answers text/plain "ok").
+    await attempts.locator('tr.attempt summary').first().click();
+    assert.match((await attempts.locator('tr.attempt').first().textContent()) ?? '', /text\/plain.*Body.*ok/s);
     await assertAccessible(page, 'the deliveries page');
     await screenshot(page, 'deliveries');
 

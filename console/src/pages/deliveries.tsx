@@ -199,7 +199,17 @@ function Attempts({ id, onClose }: { id: string; onClose: () => void }) {
                     <td>
                       <code>{attempt.url}</code>
                     </td>
-                    <td>{attempt.statusCode !== undefined ? `HTTP ${attempt.statusCode}` : (attempt.error ?? '')}</td>
+                    <td>
+                      {attempt.statusCode !== undefined ? `HTTP ${attempt.statusCode}` : (attempt.error ?? '')}
+                      {attempt.response?.contentType !== undefined && <span class="hint"> · {attempt.response.contentType}</span>}
+                      {attempt.response?.retryAfter !== undefined && <span class="hint"> · Retry-After {attempt.response.retryAfter}</span>}
+                      {attempt.response !== undefined && attempt.response.body !== '' && (
+                        <details>
+                          <summary>Body{attempt.response.bodyTruncated === true ? ' (first 1 KB)' : ''}</summary>
+                          <pre class="answer-body">{attempt.response.body}</pre>
+                        </details>
+                      )}
+                    </td>
                     <td>{attempt.durationMs} ms</td>
                   </tr>
                 ))}

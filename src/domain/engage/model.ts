@@ -131,7 +131,7 @@ export class EngageModel {
       const reads: Computation[] = [];
       visitReferences(definition, 'definition', (kind, key, field) => {
         const target = (kind === 'trait' ? traitKeys : audienceKeys).get(key);
-        if (!target) throw new DefinitionError(field, `names no ${kind === 'trait' ? 'computed trait' : 'audience'} with key "${key}" (in ${computation.spec.id})`);
+        if (!target) throw new DefinitionError(field, `names no ${kind === 'trait' ? 'computed trait' : 'audience'} with key "${key}" (in "${computation.spec.key}")`);
         reads.push(target);
         const list = model.dependents.get(target.spec.id) ?? [];
         if (!list.includes(computation)) list.push(computation);

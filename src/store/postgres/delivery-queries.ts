@@ -85,6 +85,7 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
     statusCode: [] as Array<number | null>,
     error: [] as Array<string | null>,
     durationMs: [] as number[],
+    response: [] as Array<string | null>,
   };
   // In id order, so that two statements touching the same rows (a worker
   // whose lease ran out, and its successor) lock them in the same order.
@@ -110,6 +111,7 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
       a.statusCode.push(attempt.statusCode ?? null);
       a.error.push(textColumn(attempt.error));
       a.durationMs.push(Math.round(attempt.durationMs));
+      a.response.push(attempt.response === undefined ? null : textColumn(JSON.stringify(attempt.response))!);
     }
   }
   // A transaction: the successors of deliveries that ended are released by a
@@ -142,14 +144,14 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
          GROUP BY 1, 3
          ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count),
        attempts AS (
-         INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms)
-         SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms
-         FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[])
-           WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, ord)
+         INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response)
+         SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms, a.response
+         FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[], $15::text[])
+           WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, response, ord)
          WHERE a.delivery_id IN (SELECT id FROM finished)
          ORDER BY a.ord)
        SELECT id FROM finished WHERE status <> 'pending'`,
-      values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs],
+      values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs, a.response],
     });
     return releaseSuccessors(
       client,
@@ -184,13 +186,22 @@ export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDe
   const row = rows[0];
   if (row === undefined) return undefined;
   const attempts = await pool.query<AttemptRow>(
-    `SELECT at, url, status_code, error, duration_ms FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
+    `SELECT at, url, status_code, error, duration_ms, response FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
     [id],
   );
   return { ...toDeliveryRecord(row), attempts: attempts.rows.map(toAttemptRecord) };
 }
 
 /** Runs in the caller's transaction, which also notifies when this requeued any. */
+/** Retry now: a pending delivery waiting for its next attempt becomes due at `now` (a leased one is being sent already). */
+export async function makeDeliveryDueNow(client: pg.ClientBase, id: number, now: number): Promise<boolean> {
+  const result = await client.query(
+    `UPDATE deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = $2 AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > $1`,
+    [now, id],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
 export async function requeueFailedDeliveries(client: pg.ClientBase, filter: RequeueFilter, now: number): Promise<number> {
   const result = await client.query(
     `UPDATE deliveries SET status = CASE WHEN transform_failed THEN 'transforming' ELSE 'pending' END, transform_failed = false,

@@ -311,6 +311,7 @@ const MIGRATIONS: readonly string[] = [
     plan       text,
     created_at bigint NOT NULL,
     PRIMARY KEY (source_id, version)
+  );
   `,
   // Ordered delivery (settings.ordering "user", and replays): a delivery
   // links to the delivery of its key before it (after_id) and waits, pending
@@ -328,6 +329,10 @@ const MIGRATIONS: readonly string[] = [
     prev_id     bigint,
     PRIMARY KEY (scope, order_key)
   );
+  `,
+  // The receiver's answer per attempt (issue 30): JSON {contentType?, retryAfter?, body, bodyTruncated?}, body at most 1 KB.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN response text;
   `,
 ];
 

@@ -392,6 +392,13 @@ export class PostgresStore implements Store {
     });
   }
 
+  async makeDeliveryDueNow(id: number, now: number): Promise<boolean> {
+    return this.write(async (client) => {
+      const changed = await deliveries.makeDeliveryDueNow(client, id, now);
+      return { value: changed, topics: changed ? ['deliveries'] : [] };
+    });
+  }
+
   // --- regulations -------------------------------------------------------------------
 
   async createRegulation(regulation: NewRegulation): Promise<void> {

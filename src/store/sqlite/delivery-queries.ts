@@ -69,7 +69,7 @@ export class DeliveryQueries {
       UPDATE deliveries SET next_attempt_at = ?, lease_owner = NULL, updated_at = ?
       WHERE id = ? AND lease_owner = ? AND status = 'pending'`);
     this.insertAttempt = db.prepare(`
-      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`);
+      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response) VALUES (?, ?, ?, ?, ?, ?, ?)`);
     this.nextDue = db.prepare(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
     this.order = new DeliveryOrder(db);
 
@@ -124,7 +124,7 @@ export class DeliveryQueries {
     ).changes;
     if (changed === 0) return false;
     for (const attempt of outcome.attempts) {
-      this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs));
+      this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs), attempt.response === undefined ? null : JSON.stringify(attempt.response));
     }
     return true;
   }
@@ -164,7 +164,7 @@ export class DeliveryQueries {
       .get(id) as DeliveryRow | undefined;
     if (row === undefined) return undefined;
     const attempts = this.db
-      .prepare(`SELECT at, url, status_code, error, duration_ms FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`)
+      .prepare(`SELECT at, url, status_code, error, duration_ms, response FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`)
       .all(id) as AttemptRow[];
     return { ...toDeliveryRecord(row), attempts: attempts.map(toAttemptRecord) };
   }
@@ -179,6 +179,15 @@ export class DeliveryQueries {
           AND (@sourceId IS NULL OR source_id = @sourceId)
           AND (@since IS NULL OR updated_at >= @since)`)
       .run({ now, id: filter.id ?? null, sourceId: filter.sourceId ?? null, since: filter.since ?? null }).changes;
+  }
+
+  /** Retry now: a pending delivery waiting for its next attempt becomes due at `now` (a leased one is being sent already). */
+  dueNow(id: number, now: number): boolean {
+    return (
+      this.db
+        .prepare(`UPDATE deliveries SET next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND lease_owner IS NULL AND next_attempt_at > ?`)
+        .run(now, now, id, now).changes > 0
+    );
   }
 }
 

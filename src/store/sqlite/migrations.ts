@@ -346,6 +346,10 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (scope, order_key)
   ) WITHOUT ROWID;
   `,
+  // The receiver's answer per attempt (issue 30): JSON {contentType?, retryAfter?, body, bodyTruncated?}, body at most 1 KB.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN response TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -429,6 +429,12 @@ export class SqliteStore implements Store {
     return count;
   }
 
+  async makeDeliveryDueNow(id: number, now: number): Promise<boolean> {
+    const changed = await this.write(() => this.deliveries.dueNow(id, now));
+    if (changed) this.emit('deliveries');
+    return changed;
+  }
+
   async nextDeliveryDueAt(): Promise<number | undefined> {
     return this.deliveries.nextDueAt();
   }
