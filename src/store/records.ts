@@ -44,6 +44,17 @@ export interface IngestEntry {
   readonly body: string;
   /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
   readonly destinations: readonly DestinationKind[];
+  /** An Engage sync: the computation and receiver key it is chained on (see EngageStore.commitEngage). */
+  readonly engageSync?: EngageSyncKey | undefined;
+}
+
+/**
+ * What an Engage sync's delivery is chained on: one computation, one
+ * receiver key (`u:<userId>` or `a:<anonymousId>`), one source (the entry's).
+ */
+export interface EngageSyncKey {
+  readonly computationId: string;
+  readonly key: string;
 }
 
 /**

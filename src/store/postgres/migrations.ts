@@ -276,6 +276,15 @@ const MIGRATIONS: readonly string[] = [
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   ALTER TABLE regulations ALTER COLUMN raw_seq_mark SET NOT NULL;
   `,
+  // Engage syncs are chained per computation, source and receiver key: a
+  // sync's delivery names them, and waits (parked: pending, due at the end
+  // of time) while an older one of the same chain is in flight. See
+  // src/store/engage-sync-chain.ts.
+  `
+  ALTER TABLE deliveries ADD COLUMN sync_computation_id text;
+  ALTER TABLE deliveries ADD COLUMN sync_key text;
+  CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

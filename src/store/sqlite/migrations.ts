@@ -293,6 +293,15 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE regulations ADD COLUMN raw_seq_mark INTEGER NOT NULL DEFAULT 0;
   UPDATE regulations SET raw_seq_mark = (SELECT coalesce(max(seq), 0) FROM raw_requests);
   `,
+  // Engage syncs are chained per computation, source and receiver key: a
+  // sync's delivery names them, and waits (parked: pending, due at the end
+  // of time) while an older one of the same chain is in flight. See
+  // src/store/engage-sync-chain.ts.
+  `
+  ALTER TABLE deliveries ADD COLUMN sync_computation_id TEXT;
+  ALTER TABLE deliveries ADD COLUMN sync_key TEXT;
+  CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
