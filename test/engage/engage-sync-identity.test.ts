@@ -68,7 +68,7 @@ function identitySuite(name: string, flags: () => Record<string, string>): void 
       assert.deepEqual(profile.body.audiences, []);
     });
 
-    it('deleting an audience during its first sync sends nothing more and leaves no rows', { timeout: 90_000 }, async () => {
+    it('deleting an audience during its first sync sends nothing more and leaves no rows', { timeout: 150_000 }, async () => {
       const batch = Array.from({ length: 400 }, (_, i) => ({ type: 'identify', userId: `member-${i}`, traits: { tier: 'gold' } }));
       for (let i = 0; i < batch.length; i += 100) assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: batch.slice(i, i + 100) })).status, 200);
       await eventually(async () => ((await sy.admin('GET', '/profiles/user_id:member-399')).status === 200 ? true : undefined), 20_000, 'profiles');
@@ -77,7 +77,7 @@ function identitySuite(name: string, flags: () => Record<string, string>): void 
       const created = await sy.admin('POST', '/audiences', { name: 'Gold', key: 'gold', definition: { trait: { key: 'tier', op: '=', value: 'gold' } }, destinations: [source.id] });
       assert.equal(created.status, 201);
       const id = created.body.id as string;
-      await eventually(() => (lastValues(receiver, 'gold').size > 0 ? true : undefined), 20_000, 'the first sync under way');
+      await eventually(() => (lastValues(receiver, 'gold').size > 0 ? true : undefined), 60_000, 'the first sync under way');
       const deleted = await sy.admin('DELETE', `/audiences/${id}`);
       assert.equal(deleted.status, 204);
       const sentBefore = lastValues(receiver, 'gold').size;
