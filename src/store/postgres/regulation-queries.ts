@@ -137,7 +137,7 @@ export async function runRegulationStep(client: pg.ClientBase, step: RegulationS
      outputs AS (DELETE FROM profile_outputs WHERE profile_id IN (SELECT profile_id FROM p)),
      identifiers AS (DELETE FROM profile_identifiers WHERE profile_id IN (SELECT profile_id FROM p))
      DELETE FROM profiles WHERE id IN (SELECT profile_id FROM p)`,
-    [step.eraseUserIds.map((u) => `user_id:${u}`)],
+    [userColumn(step.eraseUserIds).map((u) => `user_id:${u}`)],
   );
   const { deliveriesAdded } = await insertMessages(client, step.messages, step.messages.map((m) => m.status));
   await updateStatus(client, step.regulationId, step.at);
