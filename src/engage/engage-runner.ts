@@ -14,6 +14,7 @@ import { regulationEffects } from '../domain/regulation.js';
 import { ordersPerUser } from '../domain/webhook-settings.js';
 import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
 import { ProfileCache } from './profile-cache.js';
+import { lastSyncPerChain } from './sync-chains.js';
 import {
   type Definitions,
   type ParsedMessage,
@@ -96,6 +97,10 @@ const SATURATED_REST_FACTOR = 4;
  */
 const CACHE_BYTES = 32 * 1024 * 1024;
 
+/** Parked syncs looked at per pass, and how soon to look again while some wait. */
+const RELEASE_PER_PASS = 1_000;
+const PARKED_POLL_MS = 50;
+
 /** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
 const UNSENT = Symbol('unsent');
 
@@ -134,6 +139,10 @@ export class EngageRunner {
   private behind = false;
   /** Since when every pass, with its rest, found the thread never idle (see `wake`); undefined: the last one did not. */
   private busySince: number | undefined;
+  /** Whether parked syncs may be waiting (see engage-sync-chain.ts): at start, some may be left from before. */
+  private parkedMaybe = true;
+  /** The last sync timestamp handed out (see `stamp`). */
+  private lastStamp = 0;
   /** Only right while this node holds the lease without a break and its commits succeed. */
   private readonly cache = new ProfileCache(CACHE_BYTES);
 
@@ -209,7 +218,8 @@ export class EngageRunner {
         this.options.onError(error);
       } finally {
         this.running = undefined;
-        this.schedule(this.options.pollMs);
+        // A parked sync waits for the one before it to finish: look again soon.
+        this.schedule(this.parkedMaybe ? Math.min(PARKED_POLL_MS, this.options.pollMs) : this.options.pollMs);
       }
     })();
   }
@@ -269,14 +279,47 @@ export class EngageRunner {
     }
     const expired = await this.expire(definitions);
     const streamed = await this.streamPage(definitions);
+    await this.releaseParkedSyncs();
     return expired || streamed;
   }
 
   /** After a commit of `work`: the cache takes what it wrote, or is emptied when it was refused. */
   private settle(work: ProfileSet, committed: boolean): boolean {
     if (committed) work.committed();
-    else this.cache.clear();
+    else {
+      this.cache.clear();
+      // A computation may have been deleted or redefined on another node: re-read them first.
+      this.reloadAfter = 0;
+    }
     return committed;
+  }
+
+  /**
+   * Commits a batch: the last sync of each chain only (an earlier one would
+   * be superseded at once), refused when a computation it writes members or
+   * syncs of (or `also`) was deleted or redefined meanwhile.
+   */
+  private async commit(definitions: Definitions, batch: EngageBatch, also: Iterable<string> = []): Promise<boolean> {
+    const ids = new Set(also);
+    for (const profile of batch.profiles) for (const change of profile.membershipChanges) ids.add(change.computationId);
+    const messages = lastSyncPerChain(batch.messages);
+    for (const message of messages) if (message.engageSync !== undefined) ids.add(message.engageSync.computationId);
+    const computations: Array<{ id: string; version: number }> = [];
+    for (const id of ids) {
+      const computation = definitions.byId.get(id);
+      if (computation !== undefined) computations.push({ id, version: computation.version });
+    }
+    const committed = await this.options.store.commitEngage({ ...batch, messages, computations });
+    if (committed && messages.some((m) => m.engageSync !== undefined)) this.parkedMaybe = true;
+    return committed;
+  }
+
+  /** Releases parked syncs whose older one finished; resolves whether some stay parked. */
+  private async releaseParkedSyncs(): Promise<boolean> {
+    if (!this.parkedMaybe) return false;
+    const { parked } = await this.options.store.releaseEngageSyncs(this.options.now(), RELEASE_PER_PASS);
+    this.parkedMaybe = parked > 0;
+    return this.parkedMaybe;
   }
 
   // --- definitions -----------------------------------------------------------------------
@@ -340,7 +383,7 @@ export class EngageRunner {
     messages.push(...this.evaluatePage(definitions, work, applied, at));
     const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
     // A refused commit (the lease changed hands) waits for the next poll.
-    return this.settle(work, await store.commitEngage(batch));
+    return this.settle(work, await this.commit(definitions, batch));
   }
 
   /**
@@ -399,7 +442,7 @@ export class EngageRunner {
       profile.current = after;
       profile.dirty = true;
     }
-    const committed = this.settle(work, await store.commitEngage({ ...work.toBatch(), messages, at }));
+    const committed = this.settle(work, await this.commit(definitions, { ...work.toBatch(), messages, at }));
     return committed && ids.length === PROFILE_PAGE;
   }
 
@@ -441,7 +484,7 @@ export class EngageRunner {
         definitions.model.apply(profile.state, message.engage, only);
         profile.dirty = true;
       }
-      if (!(await store.commitEngage({ ...work.toBatch(false), messages: [], at }))) return; // changed meanwhile: start again
+      if (!(await this.commit(definitions, { ...work.toBatch(false), messages: [], at }, only))) return; // changed meanwhile: start again
       await this.renewLease();
       await nextTurn();
     }
@@ -468,7 +511,7 @@ export class EngageRunner {
         profile.dirty = true;
       }
       const computationsLive = last ? computations.map((c) => ({ id: c.id, version: c.version })) : undefined;
-      if (!(await store.commitEngage({ ...work.toBatch(), messages, at, computationsLive }))) return;
+      if (!(await this.commit(definitions, { ...work.toBatch(), messages, at, computationsLive }, only))) return;
       await this.renewLease();
       await nextTurn();
       if (last) return;
@@ -537,18 +580,38 @@ export class EngageRunner {
       const computation = definitions.byId.get(id);
       if (computation === undefined || computation.destinations.length === 0) continue;
       if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
+      // The moment this change was computed: distinct and increasing, so a receiver can order syncs by it.
+      const stamp = this.stamp(at);
       for (const sourceId of computation.destinations) {
         const ordered = definitions.webhookSources.get(sourceId);
         if (ordered === undefined) continue;
-        entries.push(this.syncEntry(sourceId, computation, profile, value, at, ordered));
+        for (const userId of receiverIds(profile)) entries.push(this.syncEntry(sourceId, computation, profile, userId, value, stamp, ordered));
       }
     }
     return entries;
   }
 
-  private syncEntry(sourceId: string, computation: ComputationRecord, profile: WorkingProfile, value: unknown, at: number, ordered: boolean): IngestEntry {
+  /** `at`, or just after the last stamp when that is not earlier. */
+  private stamp(at: number): number {
+    this.lastStamp = Math.max(at, this.lastStamp + 1);
+    return this.lastStamp;
+  }
+
+  /**
+   * `userId`: one of the profile's user ids, each of which gets its own sync
+   * (undefined: it has none). `ordered`: the source's destination orders per
+   * user, which keeps a key's syncs in order by itself.
+   */
+  private syncEntry(
+    sourceId: string,
+    computation: ComputationRecord,
+    profile: WorkingProfile,
+    userId: string | undefined,
+    value: unknown,
+    at: number,
+    ordered: boolean,
+  ): IngestEntry {
     const messageId = this.options.newMessageId();
-    const userId = firstIdentifier(profile, 'user_id:');
     const anonymousId = firstIdentifier(profile, 'anonymous_id:');
     const iso = new Date(at).toISOString();
     const body = {
@@ -580,9 +643,24 @@ export class EngageRunner {
       receivedAt: at,
       body: JSON.stringify(body),
       destinations: ['webhooks'],
-      orderKey: ordered ? (userId ?? anonymousId) : undefined,
+      // An ordered destination chains the key's deliveries (none may be
+      // dropped from that chain); otherwise the sync chain keeps only the
+      // newest value per receiver key (see engage-sync-chain.ts).
+      ...(ordered
+        ? { orderKey: userId ?? anonymousId }
+        : { engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` } }),
     };
   }
+}
+
+/**
+ * Every user id of the profile, sorted, or [undefined] when it has none (one
+ * sync with its anonymous id): a receiver keyed by user id gets each of them
+ * at the profile's value, merged-away ones included.
+ */
+function receiverIds(profile: WorkingProfile): Array<string | undefined> {
+  const userIds = [...profile.identifiers].filter((i) => i.startsWith('user_id:')).map((i) => i.slice('user_id:'.length)).sort();
+  return userIds.length === 0 ? [undefined] : userIds;
 }
 
 /** Compiles every definition it can: one that no longer compiles (a computation it read was deleted) is left out and reported. */

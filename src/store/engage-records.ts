@@ -75,6 +75,13 @@ export interface EngageBatch {
   readonly profiles: readonly ProfileWrite[];
   /** Sync identify messages, accepted, with their destinations. */
   readonly messages: readonly IngestEntry[];
+  /**
+   * The computations whose member rows or syncs this commit writes, at the
+   * version they were computed for: the commit is refused when one was
+   * deleted or redefined meanwhile (so a deleted audience gets no rows and
+   * no syncs after its delete).
+   */
+  readonly computations?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
   /** Computations whose first sync this commit completes: `live` if still at that version. */
   readonly computationsLive?: ReadonlyArray<{ readonly id: string; readonly version: number }> | undefined;
   readonly at: number;

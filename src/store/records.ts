@@ -52,6 +52,17 @@ export interface IngestEntry {
    * key's previous one (see docs/architecture.md, "Ordered delivery").
    */
   readonly orderKey?: string | undefined;
+  /** An Engage sync: the computation and receiver key it is chained on (see EngageStore.commitEngage). */
+  readonly engageSync?: EngageSyncKey | undefined;
+}
+
+/**
+ * What an Engage sync's delivery is chained on: one computation, one
+ * receiver key (`u:<userId>` or `a:<anonymousId>`), one source (the entry's).
+ */
+export interface EngageSyncKey {
+  readonly computationId: string;
+  readonly key: string;
 }
 
 /**

@@ -402,8 +402,20 @@ export interface EngageStore {
    * (moving them from any other profile) and membership changes, stores `messages` with a pending delivery to each of
    * their destinations (no de-duplication), moves the cursor, marks
    * `computationsLive`. Notifies `messages`, and `deliveries` when it queued any.
+   * A message with `engageSync` is a sync, chained as src/store/engage-sync-chain.ts
+   * says (older pending ones of its chain dropped, parked behind one in
+   * flight); at most one per chain in a batch. Fails the commit (resolves
+   * false) when a computation whose members or syncs it writes (see
+   * `EngageBatch.computations`) no longer exists or changed version.
    */
   commitEngage(batch: EngageBatch): Promise<boolean>;
+  /**
+   * Releases parked Engage syncs (up to `limit`) whose chain has nothing in
+   * flight any more, dropping an older one waiting for a retry; resolves how
+   * many it released and how many of those it looked at stay parked.
+   * Notifies `deliveries` when it released any.
+   */
+  releaseEngageSyncs(now: number, limit: number): Promise<{ released: number; parked: number }>;
 }
 
 /** The per-minute traffic counters. */

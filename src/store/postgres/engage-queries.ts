@@ -19,6 +19,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import { insertMessages } from './message-queries.js';
+import { PARKED_AT, syncChainsOf } from '../engage-sync-chain.js';
 
 type Queryable = pg.Pool | pg.ClientBase;
 
@@ -71,6 +72,12 @@ export async function deleteComputation(client: pg.ClientBase, id: string): Prom
   const deleted = await client.query('DELETE FROM computations WHERE id = $1', [id]);
   if ((deleted.rowCount ?? 0) === 0) return false;
   await client.query('DELETE FROM profile_outputs WHERE computation_id = $1', [id]);
+  // Its syncs not sent yet are never sent (one in flight ends without a retry: its row is gone).
+  await client.query(
+    `WITH gone AS (DELETE FROM deliveries WHERE sync_computation_id = $1 AND status = 'pending' RETURNING id)
+     DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM gone)`,
+    [id],
+  );
   return true;
 }
 
@@ -186,6 +193,17 @@ export async function releaseLease(pool: Queryable, owner: string): Promise<void
  * trip per row. Returns whether deliveries were queued.
  */
 export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): Promise<boolean> {
+  // First, before any other lock: a delete of one of them waits for this commit, or this one for the delete.
+  const computations = batch.computations ?? [];
+  if (computations.length > 0) {
+    const { rows } = await client.query<{ id: string; version: number }>(`SELECT id, version FROM computations WHERE id = ANY($1::text[]) FOR SHARE`, [
+      computations.map((c) => c.id),
+    ]);
+    const versions = new Map(rows.map((r) => [r.id, Number(r.version)]));
+    for (const computation of computations) {
+      if (versions.get(computation.id) !== computation.version) throw new EngageConflict(`computation ${computation.id} deleted or changed`);
+    }
+  }
   if (batch.cursor !== undefined) {
     const moved = await client.query(`UPDATE engage_state SET cursor_seq = $1 WHERE id = 1 AND cursor_seq = $2`, [batch.cursor.to, batch.cursor.from]);
     if ((moved.rowCount ?? 0) === 0) throw new EngageConflict('cursor moved');
@@ -256,10 +274,79 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
       [joined.map(([id]) => id), joined.map(([, computation]) => computation), batch.at],
     );
   }
-  const { deliveriesAdded } = await insertMessages(client, batch.messages, batch.messages.map(() => 'accepted'));
+  const chains = syncChainsOf(batch.messages);
+  const parked = await supersedeSyncs(client, chains, batch.at);
+  const { seqs, deliveriesAdded } = await insertMessages(client, batch.messages, batch.messages.map(() => 'accepted'));
+  if (chains.length > 0) {
+    await client.query(
+      `UPDATE deliveries d SET sync_computation_id = c.computation_id, sync_key = c.key,
+         next_attempt_at = CASE WHEN c.parked THEN $5 ELSE d.next_attempt_at END
+       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS c(seq, computation_id, key, parked)
+       WHERE d.message_seq = c.seq`,
+      [chains.map((c) => seqs[c.index]), chains.map((c) => c.computationId), chains.map((c) => c.key), chains.map((c) => parked.has(`${c.computationId} ${c.key}`)), PARKED_AT],
+    );
+  }
   for (const live of batch.computationsLive ?? []) {
     const marked = await client.query(`UPDATE computations SET status = 'live', updated_at = $1 WHERE id = $2 AND version = $3`, [batch.at, live.id, live.version]);
     if ((marked.rowCount ?? 0) === 0) throw new EngageConflict('computation changed');
   }
   return deliveriesAdded;
+}
+
+/**
+ * Drops the chains' pending deliveries that are not in flight (see
+ * engage-sync-chain.ts); resolves the chains ("computation key") that still
+ * have one in flight. A claim that holds a row's lock makes the DELETE wait
+ * and then skip the row it leased; a row the DELETE locked first, the claim
+ * skips. `except`: a delivery that is neither dropped nor counted.
+ */
+async function supersedeSyncs(
+  client: pg.ClientBase,
+  chains: ReadonlyArray<{ readonly computationId: string; readonly key: string }>,
+  now: number,
+  except: readonly number[] = [],
+): Promise<Set<string>> {
+  if (chains.length === 0) return new Set();
+  const values = [chains.map((c) => c.computationId), chains.map((c) => c.key), now, except];
+  await client.query(
+    `WITH gone AS (
+       DELETE FROM deliveries d USING unnest($1::text[], $2::text[]) AS c(computation_id, key)
+       WHERE d.sync_computation_id = c.computation_id AND d.sync_key = c.key AND d.status = 'pending'
+         AND (d.lease_owner IS NULL OR d.next_attempt_at <= $3) AND d.id <> ALL($4::bigint[])
+       RETURNING d.id)
+     DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM gone)`,
+    values,
+  );
+  const { rows } = await client.query<{ computation_id: string; key: string }>(
+    `SELECT DISTINCT d.sync_computation_id AS computation_id, d.sync_key AS key
+     FROM deliveries d JOIN unnest($1::text[], $2::text[]) AS c(computation_id, key)
+       ON d.sync_computation_id = c.computation_id AND d.sync_key = c.key
+     WHERE d.status = 'pending' AND d.id <> ALL($3::bigint[])`,
+    [values[0], values[1], except],
+  );
+  return new Set(rows.map((r) => `${r.computation_id} ${r.key}`));
+}
+
+/** Whether any delivery is parked (a read: the release opens a transaction only then). */
+export async function hasParkedSyncs(pool: Queryable): Promise<boolean> {
+  const { rows } = await pool.query(`SELECT 1 FROM deliveries WHERE status = 'pending' AND next_attempt_at >= $1 LIMIT 1`, [PARKED_AT]);
+  return rows.length > 0;
+}
+
+/** See Store.releaseEngageSyncs: parked deliveries whose chain has nothing in flight any more become due now. */
+export async function releaseSyncs(client: pg.ClientBase, now: number, limit: number): Promise<{ released: number; parked: number }> {
+  const { rows } = await client.query<{ id: number; computation_id: string; key: string }>(
+    `SELECT id, sync_computation_id AS computation_id, sync_key AS key FROM deliveries
+     WHERE status = 'pending' AND next_attempt_at >= $1 AND sync_computation_id IS NOT NULL
+     ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [PARKED_AT, limit],
+  );
+  if (rows.length === 0) return { released: 0, parked: 0 };
+  const ids = rows.map((r) => Number(r.id));
+  const busy = await supersedeSyncs(client, rows.map((r) => ({ computationId: r.computation_id, key: r.key })), now, ids);
+  const ready = rows.filter((r) => !busy.has(`${r.computation_id} ${r.key}`)).map((r) => Number(r.id));
+  if (ready.length > 0) {
+    await client.query(`UPDATE deliveries SET next_attempt_at = $1, updated_at = $1 WHERE id = ANY($2::bigint[])`, [now, ready]);
+  }
+  return { released: ready.length, parked: rows.length - ready.length };
 }

@@ -539,6 +539,14 @@ export class PostgresStore implements Store {
     return false;
   }
 
+  async releaseEngageSyncs(now: number, limit: number): Promise<{ released: number; parked: number }> {
+    if (!(await engage.hasParkedSyncs(this.pool))) return { released: 0, parked: 0 };
+    return this.write(async (client) => {
+      const result = await engage.releaseSyncs(client, now, limit);
+      return { value: result, topics: result.released > 0 ? ['deliveries'] : [] };
+    });
+  }
+
   async commitEngage(batch: EngageBatch): Promise<boolean> {
     try {
       return await this.write(async (client) => {

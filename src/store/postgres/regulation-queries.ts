@@ -129,6 +129,16 @@ export async function runRegulationStep(client: pg.ClientBase, step: RegulationS
      DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM jobs)`,
     [step.sourceId, userColumn(step.eraseUserIds)],
   );
+  // Their Engage profiles go in the same commit as the delete messages: an
+  // evaluator's commit of a profile it read before fails its version check,
+  // so no sync of an erased user is created after its delete.
+  await client.query(
+    `WITH p AS (SELECT profile_id FROM profile_identifiers WHERE identifier = ANY($1::text[])),
+     outputs AS (DELETE FROM profile_outputs WHERE profile_id IN (SELECT profile_id FROM p)),
+     identifiers AS (DELETE FROM profile_identifiers WHERE profile_id IN (SELECT profile_id FROM p))
+     DELETE FROM profiles WHERE id IN (SELECT profile_id FROM p)`,
+    [userColumn(step.eraseUserIds).map((u) => `user_id:${u}`)],
+  );
   const { deliveriesAdded } = await insertMessages(client, step.messages, step.messages.map((m) => m.status));
   await updateStatus(client, step.regulationId, step.at);
   return { deliveriesAdded };

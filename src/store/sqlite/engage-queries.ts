@@ -18,6 +18,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
+import { PARKED_AT, syncChainsOf } from '../engage-sync-chain.js';
 
 const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
 
@@ -88,7 +89,13 @@ export class EngageQueries {
   deleteComputation(id: string): boolean {
     return this.db.transaction(() => {
       const deleted = this.prepare('DELETE FROM computations WHERE id = ?').run(id).changes > 0;
-      if (deleted) this.prepare('DELETE FROM profile_outputs WHERE computation_id = ?').run(id);
+      if (deleted) {
+        this.prepare('DELETE FROM profile_outputs WHERE computation_id = ?').run(id);
+        // Its syncs not sent yet are never sent (one in flight ends without a retry: its row is gone).
+        const unsent = `SELECT id FROM deliveries WHERE sync_computation_id = ? AND status = 'pending'`;
+        this.prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (${unsent})`).run(id);
+        this.prepare(`DELETE FROM deliveries WHERE id IN (${unsent})`).run(id);
+      }
       return deleted;
     })();
   }
@@ -190,6 +197,43 @@ export class EngageQueries {
     );
   }
 
+  /**
+   * Drops the chain's pending deliveries that are not in flight (see
+   * engage-sync-chain.ts); resolves whether one is still in flight (besides `except`).
+   */
+  private supersede(computationId: string, key: string, now: number, except = -1): boolean {
+    const stale = `SELECT id FROM deliveries WHERE sync_computation_id = ? AND sync_key = ? AND status = 'pending'
+      AND (lease_owner IS NULL OR next_attempt_at <= ?) AND id <> ?`;
+    this.prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (${stale})`).run(computationId, key, now, except);
+    this.prepare(`DELETE FROM deliveries WHERE id IN (${stale})`).run(computationId, key, now, except);
+    return (
+      this.prepare(`SELECT 1 FROM deliveries WHERE sync_computation_id = ? AND sync_key = ? AND status = 'pending' AND id <> ? LIMIT 1`)
+        .pluck()
+        .get(computationId, key, except) !== undefined
+    );
+  }
+
+  /** Whether any delivery is parked (a read: the release takes the write lock only then). */
+  hasParkedSyncs(): boolean {
+    return this.prepare(`SELECT 1 FROM deliveries WHERE status = 'pending' AND next_attempt_at >= ? LIMIT 1`).pluck().get(PARKED_AT) !== undefined;
+  }
+
+  /** See Store.releaseEngageSyncs. */
+  releaseSyncs(now: number, limit: number): { released: number; parked: number } {
+    return this.db.transaction(() => {
+      const parked = this.prepare(`SELECT id, sync_computation_id, sync_key FROM deliveries WHERE status = 'pending' AND next_attempt_at >= ? ORDER BY next_attempt_at LIMIT ?`)
+        .all(PARKED_AT, limit) as Array<{ id: number; sync_computation_id: string | null; sync_key: string | null }>;
+      let released = 0;
+      for (const row of parked) {
+        if (row.sync_computation_id === null || row.sync_key === null) continue;
+        if (this.supersede(row.sync_computation_id, row.sync_key, now, row.id)) continue;
+        this.prepare(`UPDATE deliveries SET next_attempt_at = ?, updated_at = ? WHERE id = ?`).run(now, now, row.id);
+        released++;
+      }
+      return { released, parked: parked.length - released };
+    }).immediate();
+  }
+
   /** Resolves false when a condition failed (nothing written). */
   commit(batch: EngageBatch): boolean {
     try {
@@ -202,6 +246,11 @@ export class EngageQueries {
   }
 
   private commitIn(batch: EngageBatch): void {
+    for (const computation of batch.computations ?? []) {
+      if (this.prepare(`SELECT 1 FROM computations WHERE id = ? AND version = ?`).get(computation.id, computation.version) === undefined) {
+        throw new EngageConflict(`computation ${computation.id} deleted or changed`);
+      }
+    }
     if (batch.cursor !== undefined) {
       const moved = this.prepare(`UPDATE engage_state SET cursor_seq = ? WHERE id = 1 AND cursor_seq = ?`).run(batch.cursor.to, batch.cursor.from);
       if (moved.changes === 0) throw new EngageConflict('cursor moved');
@@ -243,7 +292,16 @@ export class EngageQueries {
         else removeMember.run(change.computationId, profile.id);
       }
     }
-    for (const entry of batch.messages) this.messages.insert(entry, 'accepted');
+    const chains = new Map(syncChainsOf(batch.messages).map((c) => [c.index, c]));
+    batch.messages.forEach((entry, index) => {
+      const chain = chains.get(index);
+      const parked = chain !== undefined && this.supersede(chain.computationId, chain.key, batch.at);
+      const seq = this.messages.insert(entry, 'accepted');
+      if (chain !== undefined) {
+        this.prepare(`UPDATE deliveries SET sync_computation_id = ?, sync_key = ?, next_attempt_at = CASE WHEN ? THEN ? ELSE next_attempt_at END WHERE message_seq = ?`)
+          .run(chain.computationId, chain.key, parked ? 1 : 0, PARKED_AT, seq);
+      }
+    });
     for (const live of batch.computationsLive ?? []) {
       const marked = this.prepare(`UPDATE computations SET status = 'live', updated_at = ? WHERE id = ? AND version = ?`).run(batch.at, live.id, live.version);
       if (marked.changes === 0) throw new EngageConflict('computation changed');

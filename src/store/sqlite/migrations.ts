@@ -350,6 +350,15 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE delivery_attempts ADD COLUMN response TEXT;
   `,
+  // Engage syncs are chained per computation, source and receiver key: a
+  // sync's delivery names them, and waits (parked: pending, due at the end
+  // of time) while an older one of the same chain is in flight. See
+  // src/store/engage-sync-chain.ts.
+  `
+  ALTER TABLE deliveries ADD COLUMN sync_computation_id TEXT;
+  ALTER TABLE deliveries ADD COLUMN sync_key TEXT;
+  CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -147,6 +147,13 @@ export class RegulationQueries {
     this.eraseAttempts.run(step.sourceId, users);
     this.eraseDeliveries.run(step.sourceId, users);
     this.eraseMessages.run(step.sourceId, users);
+    // Their Engage profiles go in the same commit as the delete messages: an
+    // evaluator's commit of a profile it read before fails its version check,
+    // so no sync of an erased user is created after its delete.
+    const profiles = `SELECT profile_id FROM profile_identifiers WHERE identifier IN (SELECT 'user_id:' || value FROM json_each(?))`;
+    this.db.prepare(`DELETE FROM profile_outputs WHERE profile_id IN (${profiles})`).run(users);
+    this.db.prepare(`DELETE FROM profiles WHERE id IN (${profiles})`).run(users);
+    this.db.prepare(`DELETE FROM profile_identifiers WHERE profile_id IN (${profiles})`).run(users);
     for (const message of step.messages) this.messages.insert(message, message.status);
     this.updateStatus(step.regulationId, step.at);
     return true;

@@ -593,6 +593,13 @@ export class SqliteStore implements Store {
     return this.write(() => this.engage.releaseOtherLease(keepOwner));
   }
 
+  async releaseEngageSyncs(now: number, limit: number): Promise<{ released: number; parked: number }> {
+    if (!this.engage.hasParkedSyncs()) return { released: 0, parked: 0 };
+    const result = await this.write(() => this.engage.releaseSyncs(now, limit));
+    if (result.released > 0) this.emit('deliveries');
+    return result;
+  }
+
   async commitEngage(batch: EngageBatch): Promise<boolean> {
     const committed = await this.write(() => this.engage.commit(batch));
     if (committed && batch.messages.length > 0) {

@@ -1,0 +1,51 @@
+import type { IngestEntry } from './records.js';
+
+/**
+ * Engage sync chains, the rule both stores follow.
+ *
+ * For one computation, one source and one receiver key (`u:<userId>`, else
+ * `a:<anonymousId>`), a newer sync must never overtake an older one and the
+ * last one a receiver gets must be the newest value, whatever the
+ * destination's `ordering` says and however its deliveries are retried. So,
+ * when Engage commits a sync:
+ *
+ *  1. older deliveries of its chain that are still pending and not in flight
+ *     (waiting to be claimed, waiting for a retry, parked, or leased by a
+ *     worker whose lease ran out) are dropped: the newer value supersedes
+ *     them (their messages stay; a dropped delivery is never sent);
+ *  2. if one is still in flight (leased), the new delivery is created
+ *     parked: pending, due at {@link PARKED_AT}, which no claim reaches;
+ *  3. {@link EngageStore.releaseEngageSyncs} later releases a parked
+ *     delivery (due now) once nothing of its chain is in flight any more,
+ *     dropping an older one that came back to wait for a retry.
+ *
+ * So at most one delivery of a chain is ever claimable or in flight, and it
+ * is the newest value but while an older one is in flight.
+ */
+
+/** Where a parked delivery is due: the largest time a JavaScript Date holds (admin views still show it). */
+export const PARKED_AT = 8_640_000_000_000_000;
+
+/** One row per chain in a commit: a second sync of a chain in the same batch is refused (the evaluator keeps the last). */
+export function syncChainsOf(entries: readonly IngestEntry[]): Array<{ index: number; computationId: string; key: string; sourceId: string }> {
+  const seen = new Set<string>();
+  const chains: Array<{ index: number; computationId: string; key: string; sourceId: string }> = [];
+  entries.forEach((entry, index) => {
+    const sync = entry.engageSync;
+    if (sync === undefined) return;
+    const id = chainId(entry.sourceId, sync.computationId, sync.key);
+    if (seen.has(id)) throw new Error(`two syncs of one chain in one commit: ${id}`);
+    seen.add(id);
+    chains.push({ index, computationId: sync.computationId, key: chainKey(entry.sourceId, sync.key), sourceId: entry.sourceId });
+  });
+  return chains;
+}
+
+/** The stored `sync_key`: the source and the receiver key (a computation's chains are found by its id alone). */
+export function chainKey(sourceId: string, key: string): string {
+  return `${sourceId} ${key}`;
+}
+
+function chainId(sourceId: string, computationId: string, key: string): string {
+  return `${computationId} ${sourceId} ${key}`;
+}
