@@ -1,6 +1,5 @@
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
-import { jsonBoundsError } from '../admin/validate.js';
 import { ApiError } from '../errors.js';
 import { loadConfig } from '../config.js';
 import type { Store } from '../store/store.js';
