@@ -4,7 +4,7 @@ import { type Verdict, verdictForStatus } from '../domain/delivery-decision.js';
 import { parseRetryAfter } from '../domain/retry-policy.js';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from './address-guard.js';
 import { tolerateUnsolicitedContinue } from './unsolicited-continue.js';
-import type { AttemptResponse } from '../store/records.js';
+import type { AttemptResponse } from '../store/store.js';
 
 export interface WebhookSenderOptions {
   readonly timeoutMs: number;
