@@ -287,6 +287,7 @@ export class PostgresStore implements Store {
     const topicsOf = (deliveriesAdded: boolean): StoreTopic[] => (deliveriesAdded ? ['messages', 'deliveries'] : ['messages']);
     const { requests, results, deliveriesAdded, caughtUp } = await inTransaction(this.pool, (client) =>
       raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }),
+      raw.PROCESS_RAW_BEGIN,
     );
     if (requests > 0) for (const topic of topicsOf(deliveriesAdded)) this.emit(topic);
     return { requests, results, caughtUp };

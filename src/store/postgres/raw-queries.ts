@@ -54,10 +54,30 @@ export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRaw
 }
 
 /**
+ * Key of the transaction-level advisory lock that makes processing one node
+ * at a time (see {@link PROCESS_RAW_BEGIN}).
+ */
+const PROCESSING_LOCK = 7_230_465_012;
+
+/**
+ * How a processing transaction begins: it takes {@link PROCESSING_LOCK}
+ * first, in the same round trip, so nodes process raw requests one
+ * transaction at a time, in seq order. Ordered delivery needs it: a key's
+ * deliveries chain in the order their processing transactions pass the tail
+ * upsert, and that must be the order of the requests. With two processors
+ * at once, one took the oldest rows and the other (SKIP LOCKED) the next
+ * ones, and whichever linked first put its messages first: a key's messages
+ * of request n+1 were sent before those of request n. The take runs after
+ * the lock in a statement of its own, so under READ COMMITTED its snapshot
+ * includes the previous holder's commit (its raw rows gone, its tails moved).
+ */
+export const PROCESS_RAW_BEGIN = `BEGIN; SELECT pg_advisory_xact_lock(${PROCESSING_LOCK})`;
+
+/**
  * Takes the oldest raw rows no other node holds (`FOR UPDATE SKIP LOCKED`:
  * a node processing a row keeps it locked until its commit deletes it, so
  * no two nodes ever process one row), stores their messages and deletes
- * them, in the caller's transaction. Three statements whatever their number
+ * them, in the caller's transaction (begun with {@link PROCESS_RAW_BEGIN}). Three statements whatever their number
  * (two when no entry needs de-duplication): take, de-duplicate, and one that
  * writes the messages, their delivery jobs and traffic counts, deletes the
  * raw rows and notifies `topics(…)` (delivered at the caller's commit).
