@@ -25,10 +25,11 @@ export class OrderReceiver {
   readonly arrivals: Arrival[] = [];
   /** Message indexes answered with a 2xx. */
   readonly answered = new Set<number>();
-  /** Arrivals that found another request of their key (and replay, or live) still open. */
+  /** Arrivals that found another message of their key (and replay, or live) still open. */
   readonly overlaps: Arrival[] = [];
   url = '';
-  private readonly open = new Map<string, number>();
+  /** The message indexes of the requests open per key, one entry per request. */
+  private readonly open = new Map<string, number[]>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly server = createServer((request, response) => this.handle(request, response));
 
@@ -67,16 +68,22 @@ export class OrderReceiver {
       };
       // Live and replayed copies are ordered apart: count them apart.
       const openKey = `${arrival.replay ?? 'live'}\u0000${arrival.key}`;
-      const open = (this.open.get(openKey) ?? 0) + 1;
+      const open = this.open.get(openKey) ?? [];
+      // The same message again while its first request is still open here is
+      // the sender's retry after it gave up on that request (a timeout): the
+      // closed connection reaches this side a little later. That is the
+      // at-least-once re-send, not a second message in flight.
+      if (open.some((index) => index !== arrival.index)) this.overlaps.push(arrival);
+      open.push(arrival.index);
       this.open.set(openKey, open);
-      if (open > 1) this.overlaps.push(arrival);
       this.arrivals.push(arrival);
       const reply = this.decide(this.arrivals.length - 1, arrival);
       let closed = false;
       const close = (): void => {
         if (closed) return;
         closed = true;
-        this.open.set(openKey, (this.open.get(openKey) ?? 1) - 1);
+        const still = this.open.get(openKey) ?? [];
+        still.splice(still.indexOf(arrival.index), 1);
       };
       response.on('close', close);
       const timer = setTimeout(() => {
