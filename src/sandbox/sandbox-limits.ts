@@ -1,7 +1,9 @@
 /**
  * The limits every sandboxed call runs under (transformations now, function
- * destinations next). Fixed by INTERFACE.md; the time and memory ones can be
- * changed with SWITCHYARD_TRANSFORM_TIMEOUT_MS / SWITCHYARD_TRANSFORM_MEMORY_MB.
+ * destinations next), as docs/transformations.md ("The sandbox") documents
+ * them; the time and memory ones can be changed with
+ * SWITCHYARD_TRANSFORM_TIMEOUT_MS / SWITCHYARD_TRANSFORM_MEMORY_MB /
+ * SWITCHYARD_TRANSFORM_TOTAL_MEMORY_MB.
  */
 export interface SandboxLimits {
   /** Wall time of one call, awaited promises included. */

@@ -3,7 +3,7 @@ import { after, describe, it } from 'node:test';
 import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits } from '../../src/sandbox/sandbox-limits.js';
 import { CodeError, checkTransformationCode, TransformationRunner, type TransformationVersion } from '../../src/transformations/transformation-runner.js';
 
-/** Short limits so the hostile cases end quickly; the defaults are INTERFACE.md's. */
+/** Short limits so the hostile cases end quickly; the defaults are those docs/transformations.md documents. */
 const LIMITS: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, timeoutMs: 400, memoryMb: 16 };
 const META = { sourceId: 'src_1', sourceName: 'Web', messageId: 'm-1' };
 const runner = new TransformationRunner(LIMITS);
