@@ -117,8 +117,13 @@ await describePostgres('three nodes on one PostgreSQL database', () => {
 
     const missing = (): string[] => [...acknowledged].filter((id) => !received.has(id));
     await eventually(() => (missing().length === 0 ? true : undefined), 90_000, 'every acknowledged message at the receiver').catch(
-      (error: unknown) => {
-        throw new Error(`${missing().length} of ${acknowledged.size} acknowledged messages never arrived`, { cause: error });
+      async (error: unknown) => {
+        const lost = missing();
+        const where = await whereAre(db.url, lost.slice(0, 20));
+        throw new Error(
+          `${lost.length} of ${acknowledged.size} acknowledged messages never arrived; where they are: ${JSON.stringify(where)}`,
+          { cause: error },
+        );
       },
     );
 
@@ -145,6 +150,20 @@ async function sql<R extends pg.QueryResultRow>(url: string, text: string, value
   } finally {
     await client.end();
   }
+}
+
+/** Where the store has each of these messages: for a failure's message, so that a loss says which stage holds it. */
+async function whereAre(url: string, messageIds: readonly string[]): Promise<unknown[]> {
+  const stored = await sql<Record<string, unknown>>(
+    url,
+    `SELECT m.message_id, m.status AS message_status, d.id, d.status, d.lease_owner, d.next_attempt_at, d.after_id,
+       d.attempt_count, (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = d.id) AS attempt_rows
+     FROM messages m LEFT JOIN deliveries d ON d.message_seq = m.seq WHERE m.message_id = ANY($1)`,
+    [messageIds],
+  );
+  const found = new Set(stored.map((row) => row['message_id']));
+  const raw = await sql<{ n: number }>(url, `SELECT count(*)::int AS n FROM raw_requests`);
+  return [...stored, { notStored: messageIds.filter((id) => !found.has(id)), rawRequestsLeft: raw[0]!.n, now: Date.now() }];
 }
 
 async function pendingDeliveries(url: string): Promise<number> {
