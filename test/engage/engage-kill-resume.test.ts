@@ -1,18 +1,24 @@
 /**
- * After `kill -9` of a single-node `serve` (SQLite), the next start takes
- * the Engage lease at once instead of waiting for the dead process's lease
- * to run out (it resumed 16–19 s later). Read from the store: the new
- * process's first lease ends before the dead one's would have run out and
- * been taken afresh. Then a new message is synced as usual.
+ * After `kill -9` of a single-node `serve`, the next start takes the Engage
+ * lease at once instead of waiting for the dead process's lease to run out
+ * (it resumed 16–19 s later).
+ *
+ * SQLite: read from the store, the new process's first lease ends before
+ * the dead one's would have run out and been taken afresh.
+ * PostgreSQL: the dead lease is pushed an hour ahead right after the kill,
+ * so only the rule "the holder's session is gone" can free it; the new
+ * process must take it and sync a new message within the test's bound.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import Database from 'better-sqlite3';
 import { SQLITE_FILE } from '../../src/store/sqlite/sqlite-store.js';
 import { type ChildSwitchyard, startChildSwitchyard } from '../helpers/child-switchyard.js';
+import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
 
@@ -24,7 +30,32 @@ interface Lease {
   readonly expiresAt: number;
 }
 
-describe('Engage after kill -9 on a single node', () => {
+const call = async (node: ChildSwitchyard, method: string, route: string, body: unknown, auth = `Bearer ${TEST_ADMIN_TOKEN}`): Promise<any> => {
+  const response = await fetch(`${node.url}${route}`, { method, headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const json = await response.json();
+  assert.ok(response.ok, `${method} ${route}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+};
+
+const syncedTo = (receiver: TestReceiver, userId: string): boolean =>
+  receiver.requests.some((r) => {
+    const message = JSON.parse(r.body) as { userId?: string; traits?: Record<string, unknown> };
+    return message.userId === userId && message.traits?.['buyers'] === true;
+  });
+
+/** Starts a node, sets up a source with an audience, and waits for a first sync; returns the node and the source. */
+async function firstNode(env: Record<string, string>, receiver: TestReceiver, children: ChildSwitchyard[]): Promise<{ node: ChildSwitchyard; writeKey: string }> {
+  const node = await startChildSwitchyard(env);
+  children.push(node);
+  const source = await call(node, 'POST', '/admin/v1/sources', { name: 'shop' });
+  await call(node, 'PUT', `/admin/v1/sources/${source.id}/destinations/webhooks`, { enabled: true, settings: { webhooks: [{ url: receiver.url }] } });
+  await call(node, 'POST', '/admin/v1/audiences', { name: 'Buyers', definition: { performed: { event: 'Order Completed' } }, destinations: [source.id] });
+  await call(node, 'POST', '/v1/track', { userId: 'before-kill', event: 'Order Completed' }, basicAuth(source.writeKey));
+  await eventually(() => (syncedTo(receiver, 'before-kill') ? true : undefined), 20_000, 'the sync before the kill');
+  return { node, writeKey: source.writeKey as string };
+}
+
+describe('Engage after kill -9 on a single node (SQLite)', () => {
   let dataDir: string;
   let receiver: TestReceiver;
   const children: ChildSwitchyard[] = [];
@@ -48,27 +79,10 @@ describe('Engage after kill -9 on a single node', () => {
       db.close();
     }
   };
-  const call = async (node: ChildSwitchyard, method: string, route: string, body: unknown, auth = `Bearer ${TEST_ADMIN_TOKEN}`): Promise<any> => {
-    const response = await fetch(`${node.url}${route}`, { method, headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const json = await response.json();
-    assert.ok(response.ok, `${method} ${route}: ${response.status} ${JSON.stringify(json)}`);
-    return json;
-  };
-  const synced = (userId: string): boolean =>
-    receiver.requests.some((r) => {
-      const message = JSON.parse(r.body) as { userId?: string; traits?: Record<string, unknown> };
-      return message.userId === userId && message.traits?.['buyers'] === true;
-    });
 
   it('resumes at once: the lease of the killed process is freed at start', { timeout: 90_000 }, async () => {
     const env = { SWITCHYARD_DATA_DIR: dataDir, SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: '1' };
-    const first = await startChildSwitchyard(env);
-    children.push(first);
-    const source = await call(first, 'POST', '/admin/v1/sources', { name: 'shop' });
-    await call(first, 'PUT', `/admin/v1/sources/${source.id}/destinations/webhooks`, { enabled: true, settings: { webhooks: [{ url: receiver.url }] } });
-    await call(first, 'POST', '/admin/v1/audiences', { name: 'Buyers', definition: { performed: { event: 'Order Completed' } }, destinations: [source.id] });
-    await call(first, 'POST', '/v1/track', { userId: 'before-kill', event: 'Order Completed' }, basicAuth(source.writeKey));
-    await eventually(() => (synced('before-kill') ? true : undefined), 20_000, 'the sync before the kill');
+    const { node: first, writeKey } = await firstNode(env, receiver, children);
 
     const dead = lease();
     assert.ok(dead.owner !== null, 'the first process holds the Engage lease');
@@ -86,7 +100,58 @@ describe('Engage after kill -9 on a single node', () => {
       `the new lease (ends ${taken.expiresAt}) was taken only once the dead one (ended ${dead.expiresAt}) ran out`,
     );
 
-    await call(second, 'POST', '/v1/track', { userId: 'after-kill', event: 'Order Completed' }, basicAuth(source.writeKey));
-    await eventually(() => (synced('after-kill') ? true : undefined), 20_000, 'the sync after the restart');
+    await call(second, 'POST', '/v1/track', { userId: 'after-kill', event: 'Order Completed' }, basicAuth(writeKey));
+    await eventually(() => (syncedTo(receiver, 'after-kill') ? true : undefined), 20_000, 'the sync after the restart');
+  });
+});
+
+await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () => {
+  let db: FreshDatabase;
+  let receiver: TestReceiver;
+  const children: ChildSwitchyard[] = [];
+
+  before(async () => {
+    db = await freshDatabase();
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await Promise.all(children.map((child) => child.kill('SIGKILL')));
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  const sql = async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      return (await client.query<R>(text, values)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  const lease = async (): Promise<Lease & { backend: string | null }> =>
+    (await sql<Lease & { backend: string | null }>(
+      'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1',
+    ))[0]!;
+
+  it('resumes at once: a lease whose holder\'s session is gone is free', { timeout: 120_000 }, async () => {
+    const env = { DATABASE_URL: db.url, SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: '1' };
+    const { node: first, writeKey } = await firstNode(env, receiver, children);
+    // The lease names the holder's session once its LISTEN connection is up (at the latest at the first renewal).
+    const held = await eventually(async () => {
+      const now = await lease();
+      return now.owner !== null && now.backend !== null ? now : undefined;
+    }, 30_000, 'the first process to hold the Engage lease with its session');
+
+    await first.kill('SIGKILL');
+    // As if the dead process had just renewed a long lease: only its session's end can free it now.
+    await sql('UPDATE engage_state SET lease_expires_at = $1 WHERE id = 1 AND lease_owner = $2', [Date.now() + 3_600_000, held.owner]);
+
+    const second = await startChildSwitchyard(env);
+    children.push(second);
+    await call(second, 'POST', '/v1/track', { userId: 'after-kill', event: 'Order Completed' }, basicAuth(writeKey));
+    await eventually(() => (syncedTo(receiver, 'after-kill') ? true : undefined), 60_000, 'the sync after the restart');
+    const taken = await lease();
+    assert.notEqual(taken.owner, held.owner, 'the restarted process holds the lease');
   });
 });

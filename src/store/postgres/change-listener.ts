@@ -36,6 +36,21 @@ export function notifyCalls(topics: readonly StoreTopic[], nodeId: string, param
   return { calls: calls.join(', '), values: [nodeId, ...topics.map((topic) => CHANNELS[topic])] };
 }
 
+/** This session's `pid@backend_start` (ms), the form {@link LIVE_BACKEND_SQL} matches. */
+const BACKEND_KEY_QUERY = `SELECT pid || '@' || floor(extract(epoch FROM backend_start) * 1000)::bigint AS key
+  FROM pg_stat_activity WHERE pid = pg_backend_pid()`;
+
+/**
+ * SQL that is true while the session a {@link ChangeListener.backend} key
+ * names (in the column or expression `key`) is connected. pid and
+ * backend_start are readable in pg_stat_activity by every role; the start
+ * time guards against a pid the server reused for a new session.
+ */
+export function liveBackendSql(key: string): string {
+  return `EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = split_part(${key}, '@', 1)::int
+    AND floor(extract(epoch FROM a.backend_start) * 1000)::bigint = split_part(${key}, '@', 2)::bigint)`;
+}
+
 const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5_000;
 
@@ -53,6 +68,7 @@ export class ChangeListener {
   private started = false;
   private stopped = false;
   private connectedBefore = false;
+  private backendKey: string | undefined;
 
   constructor(
     private readonly config: pg.ClientConfig,
@@ -60,6 +76,17 @@ export class ChangeListener {
     private readonly onTopic: (topic: StoreTopic) => void,
     private readonly onError: (error: unknown) => void,
   ) {}
+
+  /**
+   * `pid@backend_start` of the LISTEN connection while it is up: PostgreSQL
+   * drops a session the moment its client process dies (kill -9 closes the
+   * socket), so while this key is in `pg_stat_activity` the node is alive.
+   * Leases record it so that a restarted node need not wait for a dead
+   * one's lease to run out (see engage-queries.ts claimLease).
+   */
+  backend(): string | undefined {
+    return this.backendKey;
+  }
 
   /** Starts listening in the background; idempotent. */
   start(): void {
@@ -91,6 +118,7 @@ export class ChangeListener {
       });
       if (this.stopped || this.client !== client) return;
       this.client = undefined;
+      this.backendKey = undefined;
       this.onError(new Error('the PostgreSQL LISTEN connection was lost; reconnecting', { cause: error }));
       this.timer = setTimeout(() => this.connect(), this.delayMs);
       this.delayMs = Math.min(this.delayMs * 2, RECONNECT_MAX_MS);
@@ -104,8 +132,10 @@ export class ChangeListener {
     client
       .connect()
       .then(() => client.query(Object.values(CHANNELS).map((channel) => `LISTEN ${channel}`).join('; ')))
-      .then(() => {
+      .then(() => client.query<{ key: string }>(BACKEND_KEY_QUERY))
+      .then(({ rows }) => {
         if (this.client !== client) return;
+        this.backendKey = rows[0]?.key;
         this.delayMs = RECONNECT_MIN_MS;
         if (this.connectedBefore) for (const topic of Object.keys(CHANNELS) as StoreTopic[]) this.onTopic(topic);
         this.connectedBefore = true;

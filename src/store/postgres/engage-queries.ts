@@ -20,6 +20,7 @@ import type {
 } from '../store.js';
 import { insertMessages } from './message-queries.js';
 import { PARKED_AT, syncChainsOf } from '../engage-sync-chain.js';
+import { liveBackendSql } from './change-listener.js';
 
 type Queryable = pg.Pool | pg.ClientBase;
 
@@ -169,18 +170,28 @@ export async function getCursor(pool: Queryable): Promise<number> {
   return rows[0]!.cursor_seq;
 }
 
-/** One conditional UPDATE: of nodes asking at once, the row lock lets exactly one through. */
-export async function claimLease(pool: Queryable, owner: string, now: number, ttlMs: number): Promise<boolean> {
+/**
+ * One conditional UPDATE: of nodes asking at once, the row lock lets exactly
+ * one through. The lease is free when nobody holds it, when it ran out, or
+ * when the session its holder recorded (its LISTEN connection, `backend`) is
+ * gone: a node killed with SIGKILL loses that session at once, so the node
+ * restarted in its place (or another) resumes without waiting up to the
+ * lease's length. A holder whose connection merely dropped and came back
+ * loses the lease to whoever asks first; Engage's commits are conditional
+ * on the cursor, so two evaluators for a moment still commit nothing twice.
+ */
+export async function claimLease(pool: Queryable, owner: string, now: number, ttlMs: number, backend: string | undefined): Promise<boolean> {
   const result = await pool.query(
-    `UPDATE engage_state SET lease_owner = $1, lease_expires_at = $2
-     WHERE id = 1 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_at < $3)`,
-    [owner, now + ttlMs, now],
+    `UPDATE engage_state SET lease_owner = $1, lease_expires_at = $2, lease_backend = $4
+     WHERE id = 1 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_at < $3
+       OR (lease_backend IS NOT NULL AND NOT ${liveBackendSql('lease_backend')}))`,
+    [owner, now + ttlMs, now, backend ?? null],
   );
   return (result.rowCount ?? 0) > 0;
 }
 
 export async function releaseLease(pool: Queryable, owner: string): Promise<void> {
-  await pool.query(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0 WHERE id = 1 AND lease_owner = $1`, [owner]);
+  await pool.query(`UPDATE engage_state SET lease_owner = NULL, lease_expires_at = 0, lease_backend = NULL WHERE id = 1 AND lease_owner = $1`, [owner]);
 }
 
 /**

@@ -343,6 +343,11 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN sync_key text;
   CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
   `,
+  // The Engage lease names its holder's LISTEN session (pid@backend_start):
+  // gone from pg_stat_activity, the holder is dead and the lease free at once.
+  `
+  ALTER TABLE engage_state ADD COLUMN lease_backend text;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

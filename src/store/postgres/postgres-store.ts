@@ -528,7 +528,7 @@ export class PostgresStore implements Store {
   }
 
   async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
-    return engage.claimLease(this.pool, owner, now, ttlMs);
+    return engage.claimLease(this.pool, owner, now, ttlMs, this.listener.backend());
   }
 
   async releaseEngageLease(owner: string): Promise<void> {
