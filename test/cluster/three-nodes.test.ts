@@ -14,6 +14,10 @@ const MESSAGES_PER_REQUEST = 5;
 /** The default; the worker's lease is this + 30 s, so the dead node's jobs come back after 35 s. */
 const DELIVERY_TIMEOUT_MS = 5_000;
 const RECEIVER_DELAY_MS = 100;
+/** How long the count of what is left may stay unchanged before the wait fails: past the longest retry delay or hold seen under load. */
+const STALL_MS = 90_000;
+/** The longest wait for the receiver to get everything, however steady the progress. */
+const MAX_DRAIN_MS = 360_000;
 
 /**
  * Three `serve` processes on one database, one killed with SIGKILL under
@@ -57,7 +61,7 @@ await describePostgres('three nodes on one PostgreSQL database', () => {
     await db?.drop();
   });
 
-  it('delivers every acknowledged message at least once when one node is killed', { timeout: 180_000 }, async (t) => {
+  it('delivers every acknowledged message at least once when one node is killed', { timeout: 600_000 }, async (t) => {
     const env = {
       DATABASE_URL: db.url,
       SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true',
@@ -115,21 +119,24 @@ await describePostgres('three nodes on one PostgreSQL database', () => {
     await Promise.all(senders);
     assert.ok(acknowledged.size > 1_000, `enough load: ${acknowledged.size} acknowledged`);
 
+    // Not a fixed deadline: on a loaded machine (CI runs other suites beside
+    // this one) the receiver in this process answers slowly, attempts time
+    // out, and the origin's deliveries are held back at the pace it answers
+    // (seen: 66 of 4,725 still queued, never attempted, after 90 s). What
+    // must not happen is a stall: a message that is lost never arrives
+    // however long one waits, so the wait fails once nothing new has arrived
+    // for STALL_MS, or after MAX_DRAIN_MS in all.
     const missing = (): string[] => [...acknowledged].filter((id) => !received.has(id));
-    await eventually(() => (missing().length === 0 ? true : undefined), 90_000, 'every acknowledged message at the receiver').catch(
-      async (error: unknown) => {
-        const lost = missing();
-        const where = await whereAre(db.url, lost.slice(0, 20));
-        throw new Error(
-          `${lost.length} of ${acknowledged.size} acknowledged messages never arrived; where they are: ${JSON.stringify(where)}`,
-          { cause: error },
-        );
-      },
-    );
+    const lost = await whileProgressing(() => missing().length);
+    if (lost > 0) {
+      const ids = missing();
+      const where = await whereAre(db.url, ids.slice(0, 20));
+      assert.fail(`${ids.length} of ${acknowledged.size} acknowledged messages never arrived; where they are: ${JSON.stringify(where)}`);
+    }
 
     // Only now can the count of duplicates be final: the dead node's leases
     // must run out and those jobs be delivered again.
-    await eventually(async () => ((await pendingDeliveries(db.url)) === 0 ? true : undefined), 90_000, 'the queue to drain');
+    assert.equal(await whileProgressing(() => pendingDeliveries(db.url)), 0, 'the queue drained');
     const duplicates = [...received].filter(([, count]) => count > 1).map(([id]) => id);
     const retriedIds = await retried(db.url);
     t.diagnostic(
@@ -150,6 +157,24 @@ async function sql<R extends pg.QueryResultRow>(url: string, text: string, value
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Polls `left` (a count that only goes down as work is done) until it is 0,
+ * or until it has not gone down for {@link STALL_MS}, or for at most
+ * {@link MAX_DRAIN_MS}; returns the last count.
+ */
+async function whileProgressing(left: () => number | Promise<number>): Promise<number> {
+  const start = Date.now();
+  let count = await left();
+  let progressAt = Date.now();
+  while (count > 0 && Date.now() - progressAt < STALL_MS && Date.now() - start < MAX_DRAIN_MS) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const now = await left();
+    if (now < count) progressAt = Date.now();
+    count = now;
+  }
+  return count;
 }
 
 /** Where the store has each of these messages: for a failure's message, so that a loss says which stage holds it. */
