@@ -76,3 +76,22 @@ export async function releaseSuccessors(client: pg.ClientBase, ended: readonly n
   });
   return result.rowCount ?? 0;
 }
+
+/**
+ * Forgets up to `limit` keys whose latest delivery has its final outcome
+ * (or is gone): such a tail holds nobody back (see the SQLite twin). The
+ * delete names the delivery it found in each tail: a tail that a
+ * processing transaction moved to a new delivery meanwhile no longer
+ * matches when the delete re-checks the row it waited for, and stays.
+ */
+export async function pruneEndedTails(pool: pg.Pool, limit: number): Promise<number> {
+  const result = await pool.query(
+    `WITH ended AS (
+       SELECT t.scope, t.order_key, t.delivery_id FROM delivery_tails t LEFT JOIN deliveries d ON d.id = t.delivery_id
+       WHERE d.id IS NULL OR d.status NOT IN ('pending', 'transforming') LIMIT $1)
+     DELETE FROM delivery_tails t USING ended e
+     WHERE t.scope = e.scope AND t.order_key = e.order_key AND t.delivery_id = e.delivery_id`,
+    [limit],
+  );
+  return result.rowCount ?? 0;
+}

@@ -1,6 +1,6 @@
 // Ingest's writes and the debugger's reads of the `messages` table.
 import { type OrderedJob, destinationScope } from '../../domain/delivery-order.js';
-import { linkOrdered } from './delivery-order.js';
+import { linkOrdered, pruneEndedTails } from './delivery-order.js';
 import type pg from 'pg';
 import type { MessageStatus } from '../../domain/message.js';
 import type { AppendResult, IngestEntry, StoredMessage } from '../store.js';
@@ -229,7 +229,8 @@ export async function pruneBatch(pool: pg.Pool, before: number, dedupeBefore: nu
      WHERE d.source_id = old.source_id AND d.message_id = old.message_id AND d.seen_at < $1`,
     [dedupeBefore, PRUNE_BATCH],
   );
-  return deliveries.rows[0]!.removed + (messages.rowCount ?? 0) + (keys.rowCount ?? 0);
+  const tails = await pruneEndedTails(pool, PRUNE_BATCH);
+  return deliveries.rows[0]!.removed + (messages.rowCount ?? 0) + (keys.rowCount ?? 0) + tails;
 }
 
 /** Code-unit order, the same in every process (unlike a locale-aware compare). */

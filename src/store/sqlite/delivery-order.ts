@@ -11,6 +11,7 @@ export class DeliveryOrder {
   private readonly pending: Statement<[number], { one: number }>;
   private readonly moveTail: Statement<[string, string, number]>;
   private readonly release: Statement<[number, number, number]>;
+  private readonly pruneTails: Statement<[number]>;
 
   constructor(db: Database) {
     this.tail = db.prepare(`SELECT delivery_id FROM delivery_tails WHERE scope = ? AND order_key = ?`);
@@ -21,6 +22,10 @@ export class DeliveryOrder {
     this.release = db.prepare(`
       UPDATE deliveries SET next_attempt_at = ?, updated_at = ?
       WHERE after_id = ? AND status = 'pending' AND next_attempt_at IS NULL`);
+    this.pruneTails = db.prepare(`
+      DELETE FROM delivery_tails WHERE (scope, order_key) IN (
+        SELECT t.scope, t.order_key FROM delivery_tails t LEFT JOIN deliveries d ON d.id = t.delivery_id
+        WHERE d.id IS NULL OR d.status NOT IN ('pending', 'transforming') LIMIT ?)`);
   }
 
   /**
@@ -35,6 +40,17 @@ export class DeliveryOrder {
   /** Records the new delivery as the key's latest in the scope. */
   append(scope: string, key: string, id: number): void {
     this.moveTail.run(scope, key, id);
+  }
+
+  /**
+   * Forgets up to `limit` keys whose latest delivery has its final outcome
+   * (or is gone, with its source or by retention): such a tail holds nobody
+   * back, and without this the table kept a row for every key ever seen.
+   * A key's next delivery then finds no tail, which {@link before} already
+   * reads as "nothing to wait for".
+   */
+  pruneEnded(limit: number): number {
+    return this.pruneTails.run(limit).changes;
   }
 
   /** Makes the delivery waiting behind `endedId` (if any) due at `at`; resolves how many. */

@@ -192,6 +192,6 @@ export class MessageQueries {
             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_seq = m.seq)
           ORDER BY seq LIMIT ?)`)
       .run(before, PRUNE_BATCH).changes;
-    return removed;
+    return removed + this.order.pruneEnded(PRUNE_BATCH);
   }
 }
