@@ -55,6 +55,7 @@ const USAGE = `usage: npm run bench -- [options]
 
 const FRAMEWORK_FLOOR_SCRIPT = fileURLToPath(new URL('./lib/fastify-floor-server.js', import.meta.url));
 const STORE_FLOOR_SCRIPT = fileURLToPath(new URL('./lib/store-floor-server.js', import.meta.url));
+const DURABLE_BASELINE_SCRIPT = fileURLToPath(new URL('./lib/durable-baseline-server.js', import.meta.url));
 
 /** Started exactly like the baseline (same env, same pinning), so that only the framework differs. */
 async function startFrameworkFloor(label: string, cpus: string | undefined): Promise<Target> {
@@ -69,11 +70,21 @@ async function startFrameworkFloor(label: string, cpus: string | undefined): Pro
 }
 
 /** The store floor (`lib/store-floor-server.ts`) on a fresh temp dir, pinned like the baseline. */
-async function startStoreFloor(label: string, cpus: string | undefined): Promise<Target> {
+function startStoreFloor(label: string, cpus: string | undefined): Promise<Target> {
+  return startWithDataDir(label, cpus, STORE_FLOOR_SCRIPT, 'switchyard-store-floor-');
+}
+
+/** The durable baseline (`lib/durable-baseline-server.ts`) on a fresh temp dir, pinned like the baseline. */
+function startDurableBaseline(label: string, cpus: string | undefined): Promise<Target> {
+  return startWithDataDir(label, cpus, DURABLE_BASELINE_SCRIPT, 'switchyard-durable-baseline-');
+}
+
+/** Starts `script` like the baseline, with DATA_DIR a fresh temp dir removed when it stops. */
+async function startWithDataDir(label: string, cpus: string | undefined, script: string, prefix: string): Promise<Target> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const dataDir = makeTempDir('switchyard-store-floor-');
-  const child = spawnManaged(label, process.execPath, [STORE_FLOOR_SCRIPT], {
+  const dataDir = makeTempDir(prefix);
+  const child = spawnManaged(label, process.execPath, [script], {
     cpus,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir },
   });
@@ -198,6 +209,7 @@ async function main(): Promise<void> {
     startSwitchyard: (label) => startSwitchyard(label, cli.options, plan.server),
     startFrameworkFloor: (label) => startFrameworkFloor(label, plan.server),
     startStoreFloor: (label) => startStoreFloor(label, plan.server),
+    startDurableBaseline: (label) => startDurableBaseline(label, plan.server),
     unpinned: () => contextFor(planCpus(false)),
   });
   const context = contextFor(cpus);

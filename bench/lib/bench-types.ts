@@ -45,6 +45,13 @@ export interface BenchContext {
    * of an embedded database can do on the machine.
    */
   startStoreFloor(label: string): Promise<Target>;
+  /**
+   * The baseline's work plus each body appended to a file, answered only
+   * after an fdatasync covering it (group commit; `durable-baseline-server.ts`),
+   * pinned like the other servers: the least any collector whose 200 means
+   * "stored" must do. ingest.track is judged against it (issue 28).
+   */
+  startDurableBaseline(label: string): Promise<Target>;
   /** The same context with every process sharing every CPU, for a bench that must not pin (see `ingest.live`). */
   unpinned(): BenchContext;
 }
