@@ -1,6 +1,7 @@
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { TrackingPlanStore } from './tracking-plan-records.js';
+import type { ObservationStore } from './observation-records.js';
 import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
@@ -9,6 +10,7 @@ export type * from './records.js';
 export type * from './engage-records.js';
 export type * from './transformation-records.js';
 export type * from './tracking-plan-records.js';
+export type * from './observation-records.js';
 
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
@@ -67,7 +69,8 @@ export interface Store
     TrafficStore,
     ChangeFeed,
     RetentionStore,
-    TrackingPlanStore {
+    TrackingPlanStore,
+    ObservationStore {
   readonly capabilities: StoreCapabilities;
 
   /** Creates or upgrades the schema; safe to call from several processes at once. */
