@@ -276,7 +276,7 @@ export interface ObservedWrites {
  * messages count as unrecorded. The same for paths per event, past which
  * the event says `pathsTruncated`.
  */
-export function capObserved(batch: ObservedBatch, existing: ObservedExisting, bounds = OBSERVED_BOUNDS): ObservedWrites {
+export function capObserved(batch: ObservedBatch, existing: ObservedExisting, bounds: { readonly eventsPerSource: number; readonly pathsPerEvent: number } = OBSERVED_BOUNDS): ObservedWrites {
   const events: ObservedEventCount[] = [];
   const paths: ObservedPathCount[] = [];
   const unrecorded = new Map<string, { sourceId: string; day: number; count: number }>();
@@ -355,7 +355,7 @@ export interface ObservedSchemaView {
  * (at most `bounds.eventsPerSource`: days may each hold different ones),
  * each with its paths by path, at most `bounds.pathsPerEvent`.
  */
-export function observedSchemaView(rows: ObservedRows, bounds = OBSERVED_BOUNDS): ObservedSchemaView {
+export function observedSchemaView(rows: ObservedRows, bounds: { readonly eventsPerSource: number; readonly pathsPerEvent: number } = OBSERVED_BOUNDS): ObservedSchemaView {
   let unrecorded = 0;
   const listed = rows.events.filter((e) => {
     if (e.type !== UNRECORDED_TYPE) return true;

@@ -111,7 +111,7 @@ export function violationRowKey(row: Omit<ViolationCount, 'count' | 'example'>):
  * (biggest counts first); the rest add to that hour's unrecorded row.
  * Sorted by key: concurrent writers lock rows in one order.
  */
-export function capViolations(batch: ViolationBatch, existing: ViolationExisting, bounds = VIOLATION_BOUNDS): ViolationCount[] {
+export function capViolations(batch: ViolationBatch, existing: ViolationExisting, bounds: { readonly rowsPerSource: number } = VIOLATION_BOUNDS): ViolationCount[] {
   const out: ViolationCount[] = [];
   const perHour = new Map(existing.rowsPerHour);
   const unrecorded = new Map<string, ViolationCount>();
@@ -148,7 +148,7 @@ export interface ViolationsView {
 }
 
 /** The admin's answer: rows by count (at most `bounds.rowsPerSource`; hours may each hold different ones). */
-export function violationsView(rows: ViolationRows, bounds = VIOLATION_BOUNDS): ViolationsView {
+export function violationsView(rows: ViolationRows, bounds: { readonly rowsPerSource: number } = VIOLATION_BOUNDS): ViolationsView {
   let unrecorded = 0;
   const listed = rows.filter((r) => {
     if (r.violation !== UNRECORDED) return true;

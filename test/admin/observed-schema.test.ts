@@ -89,6 +89,11 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       assert.equal(wrong.body.error.code, 'invalid_request');
       assert.equal((await sy.admin('GET', `/sources/${source.id}/schema?since=yesterday`)).status, 400);
       assert.equal((await sy.admin('GET', '/sources/src_nope/schema')).status, 404);
+      // The pruner deletes days before its bound (30 days back; here, everything up to tomorrow).
+      await sy.store.pruneObservations(Date.now() - 40 * day, Date.now() - 40 * day);
+      assert.equal(eventOf(await schemaOf(source.id), 'track', 'Now')?.count, 1, 'today is kept');
+      assert.ok((await sy.store.pruneObservations(Date.now() + day, Date.now() + day)) > 0);
+      assert.deepEqual((await schemaOf(source.id)).events, []);
     });
 
     it('records at most 2,000 event names per source and day and 200 paths per event, and says so', { timeout: 60_000 }, async () => {
