@@ -144,7 +144,10 @@ export interface IngestStore {
    * e.g. `FOR UPDATE SKIP LOCKED`), fewer when their messages would pass
    * `maxMessages` (never none), hands them to `build`, stores the entries it
    * returns for each as {@link appendMessages} does (de-duplication, delivery
-   * jobs, traffic counts) and deletes the raw rows, all in one transaction.
+   * jobs, traffic counts), adds the entries' `shape` and `violations` to the
+   * observed schema and violation counts ({@link ObservationStore}: added up
+   * per batch, capped, one upsert per table) and deletes the raw rows, all in
+   * one transaction.
    * When `build` throws, nothing is written and the call rejects with its
    * error. Notifies `messages`, and `deliveries` when it created any.
    */

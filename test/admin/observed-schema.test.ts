@@ -182,4 +182,24 @@ await describePostgres('observed schema on PostgreSQL', () => {
     await db?.drop();
   });
   observedSuite('postgres', () => ({ 'database-url': db.url }));
+
+  it('two nodes processing at once add up into the same rows', { timeout: 60_000 }, async () => {
+    const nodeA = await startTestSwitchyard({ 'database-url': db.url });
+    const nodeB = await startTestSwitchyard({ 'database-url': db.url });
+    try {
+      const source = await nodeA.createSource('two-nodes');
+      const batch = (n: number) => ({ batch: Array.from({ length: 50 }, (_, i) => ({ type: 'track', userId: `u${n}-${i}`, event: i % 2 === 0 ? 'Even' : 'Odd', properties: { n, [`k${i % 5}`]: i } })) });
+      const sends = Array.from({ length: 10 }, (_, n) => (n % 2 === 0 ? nodeA : nodeB).send('/v1/batch', source.writeKey, batch(n)));
+      assert.deepEqual((await Promise.all(sends)).map((answer) => answer.status), Array(10).fill(200));
+      await Promise.all([nodeA.processed(), nodeB.processed()]);
+      const observed = (await nodeB.admin('GET', `/sources/${source.id}/schema`)).body as Observed;
+      assert.deepEqual(observed.events.map((e) => [e.event, e.count]).sort(), [['Even', 250], ['Odd', 250]]);
+      const even = observed.events.find((e) => e.event === 'Even')!;
+      assert.equal(even.paths.find((p) => p.path === 'n')!.count, 250);
+      assert.deepEqual(even.paths.map((p) => p.path), ['k0', 'k1', 'k2', 'k3', 'k4', 'n']);
+    } finally {
+      await nodeB.close();
+      await nodeA.close();
+    }
+  });
 });
