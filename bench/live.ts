@@ -34,7 +34,7 @@ const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', pr
 /** Bounds the wait for the last acknowledged message to reach the receiver. */
 const DRAIN_TIMEOUT_MS = 180_000;
 
-interface SideResult {
+export interface SideResult {
   readonly label: string;
   readonly load: LoadResult;
   readonly acknowledged: number;
@@ -106,7 +106,8 @@ async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>):
   }
 }
 
-async function measure(context: BenchContext, label: string, workers: string | undefined): Promise<SideResult> {
+/** `plan`: a tracking plan put on the source before the load (`plan.overhead`). */
+export async function measure(context: BenchContext, label: string, workers: string | undefined, plan?: unknown): Promise<SideResult> {
   const { options, cpus } = context;
   // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
   const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, cpus.loadGenerator, {});
@@ -124,6 +125,14 @@ async function measure(context: BenchContext, label: string, workers: string | u
         body: JSON.stringify({ enabled: true, settings: { webhooks: [{ url: hook }], sharedSecret: 'bench-shared-secret-0123456789' } }),
       });
       if (response.status !== 200) throw new Error(`${label}: setting the destination answered ${response.status}`);
+      if (plan !== undefined) {
+        const put = await fetch(`${server.url}/admin/v1/sources/${admin.sourceId}/tracking-plan`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(plan),
+        });
+        if (put.status !== 200) throw new Error(`${label}: setting the tracking plan answered ${put.status}: ${await put.text()}`);
+      }
     }
     const spec = { url: `${server.url}/v1/track`, headers: server.headers, body: BODY, connections: options.connections, cpus: cpus.loadGenerator };
 
@@ -159,9 +168,9 @@ async function measure(context: BenchContext, label: string, workers: string | u
   }
 }
 
-const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
+export const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
 
-function summary(side: SideResult): Record<string, unknown> {
+export function summary(side: SideResult): Record<string, unknown> {
   return {
     requestsPerSec: round(side.load.requestsPerSec, 0),
     p99Ms: round(side.load.p99Ms, 1),
@@ -177,7 +186,7 @@ function summary(side: SideResult): Record<string, unknown> {
 }
 
 /** The context to measure in: pinned only when the servers get two CPUs or more (see the top of this file). */
-function serversGetTwoCpus(context: BenchContext): BenchContext {
+export function serversGetTwoCpus(context: BenchContext): BenchContext {
   const serverCpus = context.cpus.server?.split(',').length;
   if (!context.cpus.pinned || serverCpus === undefined || serverCpus >= 2) return context;
   context.log(`ingest.live: pinning would leave the servers ${serverCpus} CPU, the stage thread no core of its own: running unpinned`);

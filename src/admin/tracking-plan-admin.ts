@@ -1,5 +1,10 @@
 import { randomToken } from '../util/crypto.js';
-import { parseTrackingPlan, type TrackingPlanDefinition, TrackingPlanError } from '../domain/tracking-plan.js';
+import { parseTrackingPlan, PLAN_BOUNDS, type TrackingPlanDefinition, TrackingPlanError } from '../domain/tracking-plan.js';
+import { DAY_MS, dayOf, OBSERVED_BOUNDS, type ObservedSchemaView, observedSchemaView } from '../domain/observed-schema.js';
+import { hourOf, VIOLATION_BOUNDS, type ViolationsView, violationsView } from '../domain/plan-violation-counts.js';
+import { draftPlan } from '../domain/plan-draft.js';
+import type { JsonObject } from '../domain/message.js';
+import { timeParam } from './validate.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { Store, TrackingPlanRecord } from '../store/store.js';
@@ -52,7 +57,57 @@ export class TrackingPlanAdmin {
     await this.directory?.reload();
   }
 
+  /**
+   * What the source has received over a period (`since`, `until`: ISO
+   * times or epoch ms; by default the last 7 days), by UTC day: the days
+   * holding `since` and `until` are counted whole, and `from` / `to` say so.
+   */
+  async observedSchema(sourceId: string, query: { since?: unknown; until?: unknown }): Promise<ObservedSchemaAnswer> {
+    await this.requireSource(sourceId);
+    const now = this.now();
+    const until = timeParam(query.until, 'until') ?? now;
+    const since = timeParam(query.since, 'since') ?? until - DEFAULT_SCHEMA_PERIOD_MS;
+    if (since > until) throw new ApiError('invalid_request', 'since must not be after until');
+    const fromDay = dayOf(since);
+    const toDay = dayOf(until);
+    const view = observedSchemaView(await this.store.observedSchema(sourceId, fromDay, toDay));
+    return { sourceId, from: new Date(fromDay).toISOString(), to: new Date(toDay + DAY_MS).toISOString(), limits: SCHEMA_LIMITS, ...view };
+  }
+
+  /** Violation counts since `since` (by default the last 24 hours), by hour: the hour holding `since` counts whole. */
+  async violations(sourceId: string, query: { since?: unknown }): Promise<ViolationsAnswer> {
+    await this.requireSource(sourceId);
+    const since = hourOf(timeParam(query.since, 'since') ?? this.now() - 24 * 3_600_000);
+    const plan = await this.store.getTrackingPlan(sourceId);
+    const view = violationsView(await this.store.violationCounts(sourceId, since));
+    return { sourceId, since: new Date(since).toISOString(), plan: plan === undefined ? null : { id: plan.id, version: plan.version }, limits: VIOLATION_LIMITS, ...view };
+  }
+
+  /** A plan drafted from the observed schema of the period (as {@link observedSchema}); not stored: edit it, then PUT it. */
+  async draftFromSchema(sourceId: string, query: { since?: unknown; until?: unknown }): Promise<JsonObject> {
+    const observed = await this.observedSchema(sourceId, query);
+    const draft = draftPlan(observed, `Drafted from ${observed.from.slice(0, 10)} to ${observed.to.slice(0, 10)}`);
+    try {
+      parseTrackingPlan(draft);
+    } catch (error) {
+      if (error instanceof TrackingPlanError) {
+        throw new ApiError('invalid_request', `the drafted plan could not be used (${error.message}); choose a shorter period with since / until`, { cause: error });
+      }
+      throw error;
+    }
+    return draft;
+  }
+
   private async requireSource(sourceId: string): Promise<void> {
     if ((await this.store.getSource(sourceId)) === undefined) throw new ApiError('not_found', `no source ${sourceId}`);
   }
 }
+
+const DEFAULT_SCHEMA_PERIOD_MS = 7 * DAY_MS;
+
+/** The bounds the answers are kept within, so a client can tell a cap from the traffic. */
+const SCHEMA_LIMITS = { eventsPerSourceAndDay: OBSERVED_BOUNDS.eventsPerSource, pathsPerEvent: OBSERVED_BOUNDS.pathsPerEvent, depth: OBSERVED_BOUNDS.depth, retentionDays: OBSERVED_BOUNDS.retentionDays };
+const VIOLATION_LIMITS = { rowsPerSourceAndHour: VIOLATION_BOUNDS.rowsPerSource, violationsPerMessage: PLAN_BOUNDS.violationsPerMessage };
+
+export type ObservedSchemaAnswer = ObservedSchemaView & { readonly sourceId: string; readonly from: string; readonly to: string; readonly limits: typeof SCHEMA_LIMITS };
+export type ViolationsAnswer = ViolationsView & { readonly sourceId: string; readonly since: string; readonly plan: { id: string; version: number } | null; readonly limits: typeof VIOLATION_LIMITS };

@@ -33,6 +33,65 @@ const view: JsonSchema = {
   },
 };
 const ok = (description: string, body?: JsonSchema) => (body === undefined ? { description } : { description, schema: body });
+const periodQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    since: { type: 'string', description: 'ISO-8601 time or epoch ms; counted from the start of its UTC day. Default: 7 days before until' },
+    until: { type: 'string', description: 'ISO-8601 time or epoch ms; counted to the end of its UTC day. Default: now' },
+  },
+};
+const jsonTypes = { type: 'array', items: { enum: ['string', 'integer', 'number', 'boolean', 'object', 'array', 'null'] } };
+const observedSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    sourceId: { type: 'string' },
+    from: { type: 'string', format: 'date-time' },
+    to: { type: 'string', format: 'date-time' },
+    events: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          type: { type: 'string', description: 'The call type' },
+          event: { type: ['string', 'null'], description: "A track's event name; null for other calls" },
+          count: { type: 'integer' },
+          in: { enum: ['properties', 'traits', null], description: 'Where the paths are' },
+          paths: {
+            type: 'array',
+            items: { type: 'object', properties: { path: { type: 'string', description: 'Dot path; `[]` for the items of an array' }, types: jsonTypes, count: { type: 'integer' } } },
+          },
+          pathsTruncated: { type: 'boolean', description: 'Paths were left out: past 200 per event and day, or past the walk bounds' },
+        },
+      },
+    },
+    truncated: { type: 'object', properties: { events: { type: 'boolean' }, unrecordedMessages: { type: 'integer' } } },
+    limits: { type: 'object', additionalProperties: { type: 'integer' } },
+  },
+};
+const violationCounts: JsonSchema = {
+  type: 'object',
+  properties: {
+    sourceId: { type: 'string' },
+    since: { type: 'string', format: 'date-time' },
+    plan: { type: ['object', 'null'], properties: { id: { type: 'string' }, version: { type: 'integer' } } },
+    violations: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          event: { type: ['string', 'null'] },
+          callType: { type: 'string' },
+          type: { type: 'string', description: 'Unplanned-Event, Required-Missing, Datatype-Mismatch, Additional-Properties, Advance-Rules-Violation or Unknown-Violation' },
+          count: { type: 'integer' },
+          latest: { type: 'object', properties: { messageId: { type: 'string' }, receivedAt: { type: 'string', format: 'date-time' }, violation: { type: 'object' } } },
+        },
+      },
+    },
+    truncated: { type: 'boolean' },
+    unrecordedViolations: { type: 'integer' },
+    limits: { type: 'object', additionalProperties: { type: 'integer' } },
+  },
+};
 
 export const TRACKING_PLAN_SCHEMAS = documented({
   create: {
@@ -53,6 +112,30 @@ export const TRACKING_PLAN_SCHEMAS = documented({
   },
   get: { summary: "Read the source's tracking plan", tags: ['tracking plans'], params: idParams, 'x-responses': { 200: ok('The current version', view) }, 'x-errors': ['not_found'] },
   delete: { summary: "Remove the source's tracking plan", tags: ['tracking plans'], params: idParams, 'x-responses': { 204: ok('Removed') }, 'x-errors': ['not_found'] },
+  violations: {
+    summary: "Violation counts of the source's tracking plan, per event and type, with the latest example of each",
+    tags: ['tracking plans'],
+    params: idParams,
+    querystring: { type: 'object', properties: { since: { type: 'string', description: 'ISO-8601 time or epoch ms; counted from the start of its hour. Default: 24 hours ago' } } },
+    'x-responses': { 200: ok('The counts', violationCounts) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  schema: {
+    summary: 'What the source has received: each call type and event with its count, each property path with the JSON types seen and a count',
+    tags: ['tracking plans'],
+    params: idParams,
+    querystring: periodQuery,
+    'x-responses': { 200: ok('The observed schema of the period', observedSchema) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  fromSchema: {
+    summary: "Draft a tracking plan from the source's observed schema (not stored: edit it, then PUT it)",
+    tags: ['tracking plans'],
+    params: idParams,
+    querystring: periodQuery,
+    'x-responses': { 200: ok('The drafted plan', definition) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
 });
 
 /** The tracking-plan routes, as an `extensions` entry of `adminRoutes`. */
@@ -62,6 +145,10 @@ export function trackingPlanRoutes(plans: TrackingPlanAdmin): (app: FastifyInsta
     app.post<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.create }, async (request, reply) => reply.code(201).send(await plans.put(request.params.id, request.body)));
     app.put<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.replace }, async (request) => plans.put(request.params.id, request.body));
     app.get<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.get }, async (request) => plans.get(request.params.id));
+    type Period = { Params: { id: string }; Querystring: { since?: string; until?: string } };
+    app.get<Period>(`${path}/violations`, { schema: TRACKING_PLAN_SCHEMAS.violations }, async (request) => plans.violations(request.params.id, request.query));
+    app.post<Period>(`${path}/from-schema`, { schema: TRACKING_PLAN_SCHEMAS.fromSchema }, async (request) => plans.draftFromSchema(request.params.id, request.query));
+    app.get<Period>('/sources/:id/schema', { schema: TRACKING_PLAN_SCHEMAS.schema }, async (request) => plans.observedSchema(request.params.id, request.query));
     app.delete<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.delete }, async (request, reply) => {
       await plans.delete(request.params.id);
       return reply.code(204).send();

@@ -10,6 +10,12 @@ export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source'
                                  set the source's tracking plan (a new version; --file - reads stdin)
   tracking-plans delete SOURCE_ID
                                  remove the source's tracking plan
+  tracking-plans violations SOURCE_ID [--since TIME]
+                                 violation counts per event and type, with the latest example (default: last 24 h)
+  tracking-plans schema SOURCE_ID [--since TIME] [--until TIME]
+                                 what the source received: events, property paths, JSON types, counts (default: last 7 days)
+  tracking-plans draft SOURCE_ID [--since TIME] [--until TIME]
+                                 a plan drafted from the observed schema (printed, not stored: edit it, then set it)
 `;
 
 /**
@@ -20,7 +26,10 @@ export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source'
 export async function trackingPlanCommand(argv: readonly string[], kit: CliKit): Promise<void> {
   const { words, flags } = parseArgs(argv, new Set());
   const file = flags['file'];
+  const period = { since: flags['since'], until: flags['until'] };
   delete flags['file'];
+  delete flags['since'];
+  delete flags['until'];
   const [, action, sourceId] = words;
   if (sourceId === undefined) throw kit.usageError('missing SOURCE_ID');
   const admin = (store: Store): TrackingPlanAdmin => new TrackingPlanAdmin(store, Date.now);
@@ -43,6 +52,12 @@ export async function trackingPlanCommand(argv: readonly string[], kit: CliKit):
         await admin(store).delete(sourceId);
         return { deleted: sourceId };
       });
+    case 'violations':
+      return kit.withStore(flags, (store) => admin(store).violations(sourceId, { since: period.since }));
+    case 'schema':
+      return kit.withStore(flags, (store) => admin(store).observedSchema(sourceId, period));
+    case 'draft':
+      return kit.withStore(flags, (store) => admin(store).draftFromSchema(sourceId, period));
     default:
       throw kit.usageError(`unknown tracking-plans command ${JSON.stringify(action ?? '')}`);
   }

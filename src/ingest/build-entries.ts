@@ -6,6 +6,7 @@ import { sanitizeJson } from '../domain/json-safety.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
 import { suppressionReason } from '../domain/regulation.js';
 import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
+import { shapeOf } from '../domain/observed-schema.js';
 import { type CompiledPlan } from '../domain/tracking-plan.js';
 import { checkAgainstPlan, type Violation } from '../domain/tracking-plan-check.js';
 import { ApiError } from '../errors.js';
@@ -221,6 +222,8 @@ function callContext(facts: Pick<RequestFacts, 'receivedAt' | 'receivedAtIso' | 
 function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   const sourceId = facts.source.id;
   const suppressedBy = call.ok && call.userId !== undefined ? facts.suppressedBy?.(sourceId, call.userId) : undefined;
+  // The observed schema records the message as received: before a plan omits anything.
+  const shape = call.ok && facts.source.enabled ? shapeOf(call.message, call.type) : undefined;
   // The tracking plan, after suppression and before routing: it may change
   // the body every later consumer sees (omit, flag) or block the message.
   const plan = call.ok && suppressedBy === undefined && facts.source.enabled && facts.trackingPlan !== undefined ? checkAgainstPlan(facts.trackingPlan, call.message, call.type) : undefined;
@@ -239,6 +242,8 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
     body,
     destinations,
     orderKey: call.ok && facts.orderedWebhooks === true && destinations.includes('webhooks') ? call.orderKey : undefined,
+    shape,
+    violations: plan !== undefined && plan.violations.length > 0 ? plan.violations : undefined,
   });
   if (!call.ok) return entry('rejected', call.reason, NONE);
   if (!facts.source.enabled) return entry('rejected', 'the source is disabled', NONE);

@@ -1,3 +1,4 @@
+import { DAY_MS, OBSERVED_BOUNDS } from '../domain/observed-schema.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { type DeliverySettings, DeliveryWorker } from '../delivery/delivery-worker.js';
@@ -97,6 +98,8 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   const pruner = setInterval(() => {
     const at = now();
     store.prune(at - config.retentionMs, at - DEDUPLICATION_WINDOW_MS).catch(onError);
+    // The observed schema keeps its own 30 days; violation counts go with the messages.
+    store.pruneObservations(at - OBSERVED_BOUNDS.retentionDays * DAY_MS, at - config.retentionMs).catch(onError);
   }, PRUNE_EVERY_MS);
   pruner.unref();
 

@@ -1,4 +1,6 @@
 import type { MessageStatus } from '../domain/message.js';
+import type { MessageShape } from '../domain/observed-schema.js';
+import type { Violation } from '../domain/tracking-plan-check.js';
 import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
 import type { DestinationKind } from '../domain/routing.js';
 
@@ -54,6 +56,10 @@ export interface IngestEntry {
   readonly orderKey?: string | undefined;
   /** An Engage sync: the computation and receiver key it is chained on (see EngageStore.commitEngage). */
   readonly engageSync?: EngageSyncKey | undefined;
+  /** The message's shape as received, for the source's observed schema (set by processing; see src/domain/observed-schema.ts). */
+  readonly shape?: MessageShape | undefined;
+  /** What the source's tracking plan found (the first 20), counted for the violation counts. */
+  readonly violations?: readonly Violation[] | undefined;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { TrackingPlanStore } from './tracking-plan-records.js';
+import type { ObservationStore } from './observation-records.js';
 import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
@@ -9,6 +10,7 @@ export type * from './records.js';
 export type * from './engage-records.js';
 export type * from './transformation-records.js';
 export type * from './tracking-plan-records.js';
+export type * from './observation-records.js';
 
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
@@ -67,7 +69,8 @@ export interface Store
     TrafficStore,
     ChangeFeed,
     RetentionStore,
-    TrackingPlanStore {
+    TrackingPlanStore,
+    ObservationStore {
   readonly capabilities: StoreCapabilities;
 
   /** Creates or upgrades the schema; safe to call from several processes at once. */
@@ -141,7 +144,10 @@ export interface IngestStore {
    * e.g. `FOR UPDATE SKIP LOCKED`), fewer when their messages would pass
    * `maxMessages` (never none), hands them to `build`, stores the entries it
    * returns for each as {@link appendMessages} does (de-duplication, delivery
-   * jobs, traffic counts) and deletes the raw rows, all in one transaction.
+   * jobs, traffic counts), adds the entries' `shape` and `violations` to the
+   * observed schema and violation counts ({@link ObservationStore}: added up
+   * per batch, capped, one upsert per table) and deletes the raw rows, all in
+   * one transaction.
    * When `build` throws, nothing is written and the call rejects with its
    * error. Notifies `messages`, and `deliveries` when it created any.
    */

@@ -348,6 +348,47 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE engage_state ADD COLUMN lease_backend text;
   `,
+  // The observed schema (per source and UTC day: events, and paths with
+  // their JSON types as bits) and the tracking-plan violation counts (per
+  // source and hour, with the latest example), added to by processing. A
+  // row with type '' counts what the caps left unrecorded. See
+  // src/domain/observed-schema.ts and src/domain/plan-violation-counts.ts.
+  `
+  CREATE TABLE observed_events (
+    source_id       text NOT NULL,
+    day             bigint NOT NULL,
+    type            text NOT NULL,
+    event           text NOT NULL,
+    count           bigint NOT NULL,
+    paths_truncated boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (source_id, day, type, event)
+  );
+  CREATE INDEX observed_events_day ON observed_events (day);
+  CREATE TABLE observed_paths (
+    source_id text NOT NULL,
+    day       bigint NOT NULL,
+    type      text NOT NULL,
+    event     text NOT NULL,
+    path      text NOT NULL,
+    types     integer NOT NULL,
+    count     bigint NOT NULL,
+    PRIMARY KEY (source_id, day, type, event, path)
+  );
+  CREATE INDEX observed_paths_day ON observed_paths (day);
+  CREATE TABLE plan_violations (
+    source_id           text NOT NULL,
+    hour                bigint NOT NULL,
+    type                text NOT NULL,
+    event               text NOT NULL,
+    violation           text NOT NULL,
+    count               bigint NOT NULL,
+    example_message_id  text NOT NULL,
+    example_received_at bigint NOT NULL,
+    example             text NOT NULL,
+    PRIMARY KEY (source_id, hour, type, event, violation)
+  );
+  CREATE INDEX plan_violations_hour ON plan_violations (hour);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

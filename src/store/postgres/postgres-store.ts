@@ -1,3 +1,6 @@
+import * as observations from './observation-queries.js';
+import type { ObservedRows } from '../../domain/observed-schema.js';
+import type { ViolationRows } from '../../domain/plan-violation-counts.js';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
@@ -252,6 +255,25 @@ export class PostgresStore implements Store {
 
   async listTrackingPlans(): Promise<TrackingPlanRecord[]> {
     return trackingPlans.listTrackingPlans(this.pool);
+  }
+
+  // --- observed schema and violation counts ----------------------------------------------
+
+  async observedSchema(sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows> {
+    return observations.observedSchema(this.pool, sourceId, fromDay, toDay);
+  }
+
+  async violationCounts(sourceId: string, sinceHour: number): Promise<ViolationRows> {
+    return observations.violationCounts(this.pool, sourceId, sinceHour);
+  }
+
+  async pruneObservations(schemaBefore: number, violationsBefore: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const removed = await observations.pruneObservationsBatch(this.pool, schemaBefore, violationsBefore);
+      total += removed;
+      if (removed === 0) return total;
+    }
   }
 
   // --- ingest ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { type RawRequestRow, toRawRequest } from '../rows.js';
 import { textColumn } from './connection.js';
 import { dedupe, MESSAGE_ROWS, messageColumns } from './message-queries.js';
 import { TRAFFIC_SHARDS } from './traffic-queries.js';
+import { recordObservations } from './observation-queries.js';
 
 /**
  * The hot statements here are named, so each pooled connection parses and
@@ -191,6 +192,8 @@ export async function processRawRequests(
   const orderedIds = (row.ordered ?? []).map(Number);
   if (orderedIds.length !== ordered.length) throw new Error(`processing queued ${orderedIds.length} ordered deliveries of ${ordered.length}`);
   await linkOrdered(client, ordered.map((job, i) => ({ ...job, id: orderedIds[i]! })));
+  // The observed schema and violation counts, added up per batch, in this transaction.
+  await recordObservations(client, entries, statuses);
   // Deliveries of a transformed destination wait for the transform stage (not claimable), in this same transaction.
   const transforming = seqs.filter((_, i) => statuses[i] === 'accepted' && entries[i]!.transforming === true);
   if (transforming.length > 0) {

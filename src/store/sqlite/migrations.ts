@@ -359,6 +359,47 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN sync_key TEXT;
   CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
   `,
+  // The observed schema (per source and UTC day: events, and paths with
+  // their JSON types as bits) and the tracking-plan violation counts (per
+  // source and hour, with the latest example), added to by processing. A
+  // row with type '' counts what the caps left unrecorded. See
+  // src/domain/observed-schema.ts and src/domain/plan-violation-counts.ts.
+  `
+  CREATE TABLE observed_events (
+    source_id       TEXT NOT NULL,
+    day             INTEGER NOT NULL,
+    type            TEXT NOT NULL,
+    event           TEXT NOT NULL,
+    count           INTEGER NOT NULL,
+    paths_truncated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (source_id, day, type, event)
+  ) WITHOUT ROWID;
+  CREATE INDEX observed_events_day ON observed_events (day);
+  CREATE TABLE observed_paths (
+    source_id TEXT NOT NULL,
+    day       INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    event     TEXT NOT NULL,
+    path      TEXT NOT NULL,
+    types     INTEGER NOT NULL,
+    count     INTEGER NOT NULL,
+    PRIMARY KEY (source_id, day, type, event, path)
+  ) WITHOUT ROWID;
+  CREATE INDEX observed_paths_day ON observed_paths (day);
+  CREATE TABLE plan_violations (
+    source_id           TEXT NOT NULL,
+    hour                INTEGER NOT NULL,
+    type                TEXT NOT NULL,
+    event               TEXT NOT NULL,
+    violation           TEXT NOT NULL,
+    count               INTEGER NOT NULL,
+    example_message_id  TEXT NOT NULL,
+    example_received_at INTEGER NOT NULL,
+    example             TEXT NOT NULL,
+    PRIMARY KEY (source_id, hour, type, event, violation)
+  ) WITHOUT ROWID;
+  CREATE INDEX plan_violations_hour ON plan_violations (hour);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,6 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
+import type { ObservationQueries } from './observation-queries.js';
 import { type RawRequestRow, toRawRequest } from '../rows.js';
 
 /** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
@@ -19,6 +20,7 @@ export class RawQueries {
   constructor(
     private readonly db: Database,
     private readonly messages: MessageQueries,
+    private readonly observations: ObservationQueries,
   ) {
     this.insertRaw = db.prepare(`
       INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
@@ -67,6 +69,7 @@ export class RawQueries {
     const taken = this.range.all(0, last).map(toRawRequest);
     const entries = build(taken).flat();
     const results = this.messages.appendInTransaction(entries, dedupeSince);
+    this.observations.record(entries, results.map((r) => r.status));
     this.deleteUpTo.run(taken[taken.length - 1]!.seq);
     const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
     return { requests: taken.length, results, deliveriesAdded, caughtUp: !cut };

@@ -48,6 +48,7 @@ export function deleteSource(db: Database, id: string): boolean {
   db.prepare('DELETE FROM raw_requests WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM tracking_plans WHERE source_id = ?').run(id);
+  for (const table of ['observed_paths', 'observed_events', 'plan_violations']) db.prepare(`DELETE FROM ${table} WHERE source_id = ?`).run(id);
   return true;
 }
 

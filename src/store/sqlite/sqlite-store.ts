@@ -48,6 +48,9 @@ import { DeliveryQueries } from './delivery-queries.js';
 import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
 import { RawQueries } from './raw-queries.js';
+import { ObservationQueries } from './observation-queries.js';
+import type { ObservedRows } from '../../domain/observed-schema.js';
+import type { ViolationRows } from '../../domain/plan-violation-counts.js';
 import { TrafficQueries } from './traffic-queries.js';
 import { migrate } from './migrations.js';
 import { makePrivateDir, makePrivateFile } from './private-files.js';
@@ -95,6 +98,7 @@ export class SqliteStore implements Store {
   private engage!: EngageQueries;
   private traffic!: TrafficQueries;
   private raw!: RawQueries;
+  private observations!: ObservationQueries;
 
   /**
    * Carries change notifications between the threads of one process that
@@ -198,7 +202,8 @@ export class SqliteStore implements Store {
     // error escapes openStore's close-on-failure path).
     this.traffic = new TrafficQueries(this.db);
     this.messages = new MessageQueries(this.db, this.traffic);
-    this.raw = new RawQueries(this.db, this.messages);
+    this.observations = new ObservationQueries(this.db);
+    this.raw = new RawQueries(this.db, this.messages, this.observations);
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
@@ -315,6 +320,26 @@ export class SqliteStore implements Store {
 
   async listTrackingPlans(): Promise<TrackingPlanRecord[]> {
     return trackingPlans.listTrackingPlans(this.db);
+  }
+
+  // --- observed schema and violation counts ----------------------------------------------
+
+  async observedSchema(sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows> {
+    return this.observations.observedSchema(sourceId, fromDay, toDay);
+  }
+
+  async violationCounts(sourceId: string, sinceHour: number): Promise<ViolationRows> {
+    return this.observations.violationCounts(sourceId, sinceHour);
+  }
+
+  async pruneObservations(schemaBefore: number, violationsBefore: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const removed = await this.write(() => this.db.transaction(() => this.observations.pruneBatch(schemaBefore, violationsBefore)).immediate());
+      total += removed;
+      if (removed === 0) return total;
+      await nextTurn(); // let ingest and delivery run between batches
+    }
   }
 
   // --- ingest ------------------------------------------------------------------------

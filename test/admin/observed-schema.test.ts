@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
+import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
+
+type Observed = {
+  from: string;
+  to: string;
+  events: { type: string; event: string | null; count: number; in: string | null; paths: { path: string; types: string[]; count: number }[]; pathsTruncated: boolean }[];
+  truncated: { events: boolean; unrecordedMessages: number };
+};
+
+/** The observed schema end to end (Tracking API in, admin API out), on whichever store `flags` choose. */
+function observedSuite(name: string, flags: () => Record<string, string>): void {
+  describe(`observed schema: ${name}`, () => {
+    let sy: TestSwitchyard;
+    before(async () => {
+      sy = await startTestSwitchyard(flags());
+    });
+    after(async () => {
+      await sy?.close();
+    });
+
+    const schemaOf = async (id: string, query = ''): Promise<Observed> => {
+      const answer = await sy.admin('GET', `/sources/${id}/schema${query}`);
+      assert.equal(answer.status, 200, JSON.stringify(answer.body));
+      return answer.body as Observed;
+    };
+    const eventOf = (observed: Observed, type: string, event: string | null) => observed.events.find((e) => e.type === type && e.event === event);
+
+    it('lists each call type and event with its count, and each path with the JSON types seen and a count', async () => {
+      const source = await sy.createSource('shapes');
+      const batch = [
+        { type: 'track', userId: 'u1', event: 'Order Completed', properties: { revenue: 10, currency: 'EUR', items: [{ sku: 'a', qty: 1 }, { sku: 'b', price: 2.5 }] } },
+        { type: 'track', userId: 'u2', event: 'Order Completed', properties: { revenue: 12.5, coupon: null, 'dotted.key': true } },
+        { type: 'track', userId: 'u3', event: 'Signed Up', properties: { plan: { name: 'pro', seats: 3 } } },
+        { type: 'identify', userId: 'u1', traits: { email: 'a@example.com', age: 30 } },
+        { type: 'identify', userId: 'u2', traits: { email: 'b@example.com' } },
+        { type: 'page', userId: 'u1', name: 'Home', properties: { path: '/' } },
+      ];
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+      assert.equal((await sy.send('/v1/track', source.writeKey, { userId: 'u4', event: 'Order Completed', properties: { revenue: 'ten' } })).status, 200);
+      // Invalid calls are not observed.
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [{ type: 'track', properties: { nobody: 1 } }] })).status, 200);
+
+      const observed = await schemaOf(source.id);
+      assert.equal(observed.truncated.events, false);
+      const order = eventOf(observed, 'track', 'Order Completed')!;
+      assert.equal(order.count, 3);
+      assert.equal(order.in, 'properties');
+      assert.equal(order.pathsTruncated, false);
+      assert.deepEqual(order.paths, [
+        { path: 'coupon', types: ['null'], count: 1 },
+        { path: 'currency', types: ['string'], count: 1 },
+        { path: 'dotted\\.key', types: ['boolean'], count: 1 },
+        { path: 'items', types: ['array'], count: 1 },
+        { path: 'items[]', types: ['object'], count: 1 },
+        { path: 'items[].price', types: ['number'], count: 1 },
+        { path: 'items[].qty', types: ['integer'], count: 1 },
+        { path: 'items[].sku', types: ['string'], count: 1 },
+        { path: 'revenue', types: ['string', 'integer', 'number'], count: 3 },
+      ]);
+      assert.deepEqual(eventOf(observed, 'track', 'Signed Up')!.paths.map((p) => `${p.path}:${p.types.join('|')}`), ['plan:object', 'plan.name:string', 'plan.seats:integer']);
+      const identify = eventOf(observed, 'identify', null)!;
+      assert.equal(identify.count, 2);
+      assert.equal(identify.in, 'traits');
+      assert.deepEqual(identify.paths, [
+        { path: 'age', types: ['integer'], count: 1 },
+        { path: 'email', types: ['string'], count: 2 },
+      ]);
+      assert.equal(eventOf(observed, 'page', null)!.count, 1);
+      assert.equal(observed.events.some((e) => e.paths.some((p) => p.path === 'nobody')), false, 'a rejected call is not observed');
+      assert.equal(observed.events[0]!.event, 'Order Completed', 'biggest count first');
+    });
+
+    it('filters by period (UTC days), and refuses a period that ends before it starts', async () => {
+      const source = await sy.createSource('period');
+      await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'Now', properties: { a: 1 } });
+      const day = 86_400_000;
+      const today = await schemaOf(source.id);
+      assert.equal(eventOf(today, 'track', 'Now')?.count, 1);
+      const before = await schemaOf(source.id, `?since=${new Date(Date.now() - 10 * day).toISOString()}&until=${new Date(Date.now() - 2 * day).toISOString()}`);
+      assert.deepEqual(before.events, [], 'nothing was received in that period');
+      const later = await schemaOf(source.id, `?since=${Date.now() + 2 * day}&until=${Date.now() + 3 * day}`);
+      assert.deepEqual(later.events, []);
+      assert.equal(Date.parse(later.from) % day, 0, 'from is the start of a UTC day');
+      const wrong = await sy.admin('GET', `/sources/${source.id}/schema?since=${Date.now() + 2 * day}`);
+      assert.equal(wrong.status, 400);
+      assert.equal(wrong.body.error.code, 'invalid_request');
+      assert.equal((await sy.admin('GET', `/sources/${source.id}/schema?since=yesterday`)).status, 400);
+      assert.equal((await sy.admin('GET', '/sources/src_nope/schema')).status, 404);
+      // The pruner deletes days before its bound (30 days back; here, everything up to tomorrow).
+      await sy.store.pruneObservations(Date.now() - 40 * day, Date.now() - 40 * day);
+      assert.equal(eventOf(await schemaOf(source.id), 'track', 'Now')?.count, 1, 'today is kept');
+      assert.ok((await sy.store.pruneObservations(Date.now() + day, Date.now() + day)) > 0);
+      assert.deepEqual((await schemaOf(source.id)).events, []);
+    });
+
+    it('records at most 2,000 event names per source and day and 200 paths per event, and says so', { timeout: 60_000 }, async () => {
+      const source = await sy.createSource('caps');
+      // One batch: the 2,001 names are decided within one processing batch (biggest counts first).
+      const names = Array.from({ length: 2_001 }, (_, i) => ({ type: 'track', userId: 'u', event: `E${i}` }));
+      names.push({ type: 'track', userId: 'u', event: 'E0' });
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: names })).status, 200);
+      let observed = await schemaOf(source.id);
+      assert.equal(observed.events.length, 2_000);
+      assert.deepEqual(observed.truncated, { events: true, unrecordedMessages: 1 });
+      assert.equal(eventOf(observed, 'track', 'E0')!.count, 2);
+      // A name already recorded keeps counting; a new one (a batch later) is not recorded.
+      await sy.send('/v1/batch', source.writeKey, { batch: [{ type: 'track', userId: 'u', event: 'E0' }, { type: 'track', userId: 'u', event: 'Brand New' }] });
+      observed = await schemaOf(source.id);
+      assert.equal(eventOf(observed, 'track', 'E0')!.count, 3);
+      assert.equal(eventOf(observed, 'track', 'Brand New'), undefined);
+      assert.deepEqual(observed.truncated, { events: true, unrecordedMessages: 2 });
+
+      const wide = await sy.createSource('wide');
+      const props = (from: number) => Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`p${from + i}`, i]));
+      await sy.send('/v1/batch', wide.writeKey, { batch: [0, 100].map((from) => ({ type: 'track', userId: 'u', event: 'Wide', properties: props(from) })) });
+      observed = await schemaOf(wide.id);
+      assert.equal(eventOf(observed, 'track', 'Wide')!.paths.length, 200);
+      assert.equal(eventOf(observed, 'track', 'Wide')!.pathsTruncated, false, 'exactly at the cap');
+      await sy.send('/v1/track', wide.writeKey, { userId: 'u', event: 'Wide', properties: { p0: 1, extra: 'x' } });
+      observed = await schemaOf(wide.id);
+      const event = eventOf(observed, 'track', 'Wide')!;
+      assert.equal(event.paths.length, 200);
+      assert.equal(event.pathsTruncated, true);
+      assert.equal(event.paths.some((p) => p.path === 'extra'), false);
+      assert.equal(event.paths.find((p) => p.path === 'p0')!.count, 2, 'a recorded path keeps counting');
+      // One message walks at most 200 paths: the event says a bound cut it.
+      await sy.send('/v1/track', wide.writeKey, { userId: 'u', event: 'Very Wide', properties: Object.fromEntries(Array.from({ length: 250 }, (_, i) => [`q${i}`, 1])) });
+      const veryWide = eventOf(await schemaOf(wide.id), 'track', 'Very Wide')!;
+      assert.equal(veryWide.paths.length, 200);
+      assert.equal(veryWide.pathsTruncated, true);
+    });
+
+    it('drafts a plan from it that, once put, accepts the observed events and flags a new property', async () => {
+      const source = await sy.createSource('draft');
+      await sy.send('/v1/batch', source.writeKey, {
+        batch: [
+          { type: 'track', userId: 'u1', event: 'Order Completed', properties: { revenue: 10, items: [{ sku: 'a' }] } },
+          { type: 'track', userId: 'u2', event: 'Order Completed', properties: { revenue: 12.5, coupon: 'X' } },
+          { type: 'identify', userId: 'u1', traits: { email: 'a@example.com' } },
+        ],
+      });
+      const drafted = await sy.admin('POST', `/sources/${source.id}/tracking-plan/from-schema`);
+      assert.equal(drafted.status, 200, JSON.stringify(drafted.body));
+      const order = drafted.body.events['Order Completed'].properties;
+      assert.equal(order.type, 'object');
+      assert.deepEqual(order.required, ['revenue'], 'only what every message had');
+      assert.equal(order.properties.revenue.type, 'number');
+      assert.equal(order.properties.items.items.properties.sku.type, 'string');
+      assert.equal(order.additionalProperties, false);
+      assert.equal(drafted.body.identify.traits.properties.email.type, 'string');
+      assert.equal((await sy.admin('GET', `/sources/${source.id}/tracking-plan`)).status, 404, 'a draft is not stored');
+
+      const put = await sy.admin('PUT', `/sources/${source.id}/tracking-plan`, drafted.body);
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      await sy.send('/v1/track', source.writeKey, { userId: 'u3', event: 'Order Completed', properties: { revenue: 3, coupon: 'Y', items: [{ sku: 'c' }] } });
+      await sy.send('/v1/identify', source.writeKey, { userId: 'u3', traits: { email: 'c@example.com' } });
+      await sy.send('/v1/track', source.writeKey, { userId: 'u3', event: 'Order Completed', properties: { revenue: 4, gift: true } });
+      const messages = (await sy.admin('GET', `/sources/${source.id}/debugger?limit=3`)).body.messages as { status: string; message: any }[];
+      const [withNew, identify, planned] = messages;
+      assert.equal(planned!.message.context?.violationErrors, undefined, 'an observed shape keeps to the draft');
+      assert.equal(identify!.message.context?.violationErrors, undefined);
+      assert.equal(withNew!.status, 'accepted');
+      assert.deepEqual(
+        withNew!.message.context.violationErrors.map((v: { type: string; property: string }) => [v.type, v.property]),
+        [['Additional-Properties', 'gift']],
+      );
+    });
+  });
+}
+
+observedSuite('sqlite', () => ({}));
+
+await describePostgres('observed schema on PostgreSQL', () => {
+  let db: FreshDatabase;
+  before(async () => {
+    db = await freshDatabase();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+  observedSuite('postgres', () => ({ 'database-url': db.url }));
+
+  it('two nodes processing at once add up into the same rows', { timeout: 60_000 }, async () => {
+    const nodeA = await startTestSwitchyard({ 'database-url': db.url });
+    const nodeB = await startTestSwitchyard({ 'database-url': db.url });
+    try {
+      const source = await nodeA.createSource('two-nodes');
+      const batch = (n: number) => ({ batch: Array.from({ length: 50 }, (_, i) => ({ type: 'track', userId: `u${n}-${i}`, event: i % 2 === 0 ? 'Even' : 'Odd', properties: { n, [`k${i % 5}`]: i } })) });
+      const sends = Array.from({ length: 10 }, (_, n) => (n % 2 === 0 ? nodeA : nodeB).send('/v1/batch', source.writeKey, batch(n)));
+      assert.deepEqual((await Promise.all(sends)).map((answer) => answer.status), Array(10).fill(200));
+      await Promise.all([nodeA.processed(), nodeB.processed()]);
+      const observed = (await nodeB.admin('GET', `/sources/${source.id}/schema`)).body as Observed;
+      assert.deepEqual(observed.events.map((e) => [e.event, e.count]).sort(), [['Even', 250], ['Odd', 250]]);
+      const even = observed.events.find((e) => e.event === 'Even')!;
+      assert.equal(even.paths.find((p) => p.path === 'n')!.count, 250);
+      assert.deepEqual(even.paths.map((p) => p.path), ['k0', 'k1', 'k2', 'k3', 'k4', 'n']);
+    } finally {
+      await nodeB.close();
+      await nodeA.close();
+    }
+  });
+});
