@@ -54,6 +54,11 @@ export interface IngestEntry {
   readonly orderKey?: string | undefined;
   /** An Engage sync: the computation and receiver key it is chained on (see EngageStore.commitEngage). */
   readonly engageSync?: EngageSyncKey | undefined;
+  /**
+   * The W3C `traceparent` of the span that processed it (tracing on only),
+   * stored with the message so that its deliveries' spans join the trace.
+   */
+  readonly traceparent?: string | undefined;
 }
 
 /**
@@ -157,6 +162,8 @@ export interface ClaimedDelivery {
   readonly createdAt: number;
   /** Set when the delivery re-sends a message for a replay. */
   readonly replayId?: string | undefined;
+  /** The message's stored `traceparent` (see IngestEntry.traceparent); undefined when none was stored. */
+  readonly traceparent?: string | undefined;
 }
 
 export interface AttemptRecord {

@@ -343,8 +343,12 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN sync_key text;
   CREATE INDEX deliveries_engage_chain ON deliveries (sync_computation_id, sync_key) WHERE status = 'pending' AND sync_computation_id IS NOT NULL;
   `,
+  // The W3C traceparent of the span that processed a message (tracing on
+  // only, see src/telemetry/): its deliveries' spans are children of it.
+  `
+  ALTER TABLE messages ADD COLUMN traceparent TEXT;
+  `,
 ];
-
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /**
