@@ -34,7 +34,7 @@ const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', pr
 /** Bounds the wait for the last acknowledged message to reach the receiver. */
 const DRAIN_TIMEOUT_MS = 180_000;
 
-interface SideResult {
+export interface SideResult {
   readonly label: string;
   readonly load: LoadResult;
   readonly acknowledged: number;
@@ -106,7 +106,12 @@ async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>):
   }
 }
 
-async function measure(context: BenchContext, label: string, workers: string | undefined): Promise<SideResult> {
+/**
+ * One side of the bench: the bare relay (`workers` undefined) or Switchyard
+ * with that many stage threads, `env` added to its environment (e.g. the
+ * `OTEL_*` variables of `otel.overhead`).
+ */
+export async function measure(context: BenchContext, label: string, workers: string | undefined, env: Record<string, string> = {}): Promise<SideResult> {
   const { options, cpus } = context;
   // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
   const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, cpus.loadGenerator, {});
@@ -116,7 +121,7 @@ async function measure(context: BenchContext, label: string, workers: string | u
     if (workers === undefined) {
       server = await startScript(label, RELAY_SCRIPT, cpus.server, { RECEIVER_URL: hook });
     } else {
-      server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers }, () => context.startSwitchyard(label));
+      server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers, ...env }, () => context.startSwitchyard(label));
       const admin = server.admin!;
       const response = await fetch(`${server.url}/admin/v1/sources/${admin.sourceId}/destinations/webhooks`, {
         method: 'PUT',
@@ -159,9 +164,9 @@ async function measure(context: BenchContext, label: string, workers: string | u
   }
 }
 
-const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
+export const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
 
-function summary(side: SideResult): Record<string, unknown> {
+export function summary(side: SideResult): Record<string, unknown> {
   return {
     requestsPerSec: round(side.load.requestsPerSec, 0),
     p99Ms: round(side.load.p99Ms, 1),
@@ -177,7 +182,7 @@ function summary(side: SideResult): Record<string, unknown> {
 }
 
 /** The context to measure in: pinned only when the servers get two CPUs or more (see the top of this file). */
-function serversGetTwoCpus(context: BenchContext): BenchContext {
+export function serversGetTwoCpus(context: BenchContext): BenchContext {
   const serverCpus = context.cpus.server?.split(',').length;
   if (!context.cpus.pinned || serverCpus === undefined || serverCpus >= 2) return context;
   context.log(`ingest.live: pinning would leave the servers ${serverCpus} CPU, the stage thread no core of its own: running unpinned`);

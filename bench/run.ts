@@ -18,6 +18,7 @@ import { deliveryFeatureBenches } from './delivery-features.js';
 import { engageBenches } from './engage.js';
 import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
+import { otelBenches } from './otel.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, makeTempDir, removeTempDir, runCleanups, spawnManaged } from './lib/children.js';
@@ -31,6 +32,7 @@ import { startBaseline, type Target, waitHealthy, watchChild } from './lib/targe
 const BENCHES: readonly BenchDefinition[] = [
   ...ingestBenches,
   ...liveBenches,
+  ...otelBenches,
   ...deliveryBenches,
   ...deliveryFeatureBenches,
   ...engageBenches,
