@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { startChildSwitchyard } from '../helpers/child-switchyard.js';
-import { type OtlpSink, type ReceivedSpan, startOtlpSink } from '../helpers/otlp-sink.js';
+import { type ReceivedSpan, startOtlpSink } from '../helpers/otlp-sink.js';
 import { describePostgres, freshDatabase } from '../helpers/postgres.js';
 import { type ReceivedRequest, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
