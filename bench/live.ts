@@ -106,8 +106,18 @@ async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>):
   }
 }
 
-/** `plan`: a tracking plan put on the source before the load (`plan.overhead`). */
-export async function measure(context: BenchContext, label: string, workers: string | undefined, plan?: unknown): Promise<SideResult> {
+/** How one side runs beyond its workers: `env` added to its environment (e.g. the `OTEL_*` variables of `otel.overhead`), `plan` a tracking plan put on the source before the load (`plan.overhead`). */
+export interface SideOptions {
+  readonly env?: Record<string, string>;
+  readonly plan?: unknown;
+}
+
+/**
+ * One side of the bench: the bare relay (`workers` undefined) or Switchyard
+ * with that many stage threads (see {@link SideOptions}).
+ */
+export async function measure(context: BenchContext, label: string, workers: string | undefined, side: SideOptions = {}): Promise<SideResult> {
+  const { env = {}, plan } = side;
   const { options, cpus } = context;
   // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
   const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, cpus.loadGenerator, {});
@@ -117,7 +127,7 @@ export async function measure(context: BenchContext, label: string, workers: str
     if (workers === undefined) {
       server = await startScript(label, RELAY_SCRIPT, cpus.server, { RECEIVER_URL: hook });
     } else {
-      server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers }, () => context.startSwitchyard(label));
+      server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers, ...env }, () => context.startSwitchyard(label));
       const admin = server.admin!;
       const response = await fetch(`${server.url}/admin/v1/sources/${admin.sourceId}/destinations/webhooks`, {
         method: 'PUT',

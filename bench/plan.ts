@@ -37,8 +37,8 @@ export const planBenches: readonly BenchDefinition[] = [
       const context = serversGetTwoCpus(pinnedContext);
       const workers = String(Math.max(1, availableParallelism() - 1));
       const none = await measure(context, 'switchyard (no plan)', workers);
-      const flag = await measure(context, 'switchyard (plan, flag)', workers, planOf('flag'));
-      const block = await measure(context, 'switchyard (plan, block)', workers, planOf('block'));
+      const flag = await measure(context, 'switchyard (plan, flag)', workers, { plan: planOf('flag') });
+      const block = await measure(context, 'switchyard (plan, block)', workers, { plan: planOf('block') });
       const ratio = flag.load.requestsPerSec / none.load.requestsPerSec;
       return {
         description: 'ingest.live with a 100-event tracking plan (every message validated, flag) vs the same without a plan',

@@ -19,6 +19,7 @@ import { engageBenches } from './engage.js';
 import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
 import { planBenches } from './plan.js';
+import { otelBenches } from './otel.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, makeTempDir, removeTempDir, runCleanups, spawnManaged } from './lib/children.js';
@@ -33,6 +34,7 @@ const BENCHES: readonly BenchDefinition[] = [
   ...ingestBenches,
   ...liveBenches,
   ...planBenches,
+  ...otelBenches,
   ...deliveryBenches,
   ...deliveryFeatureBenches,
   ...engageBenches,

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
+import { type TracingSettings, TracingSettingsError, tracingSettingsFromEnv } from './domain/tracing-settings.js';
 import { VERSION } from './version.js';
 
 /**
@@ -40,6 +41,12 @@ export interface Config {
    * Today the stages share one thread, so values above 1 use 1.
    */
   readonly workers: number;
+  /**
+   * OpenTelemetry tracing, from the standard `OTEL_*` variables (no flags:
+   * they are the variables every OpenTelemetry SDK reads). Off unless an
+   * OTLP endpoint is set; see docs/operations.md, "Tracing".
+   */
+  readonly tracing: TracingSettings;
 }
 
 /** pino's levels. */
@@ -171,6 +178,14 @@ export function loadConfig(
     throw new ConfigError(`${describe(SETTINGS.publicUrl)} must be an http:// or https:// URL with no query, fragment or user, like https://collect.example.com, got ${JSON.stringify(publicUrlValue)}`);
   }
 
+  let tracing: TracingSettings;
+  try {
+    tracing = tracingSettingsFromEnv(env);
+  } catch (error) {
+    if (error instanceof TracingSettingsError) throw new ConfigError(error.message, { cause: error });
+    throw error;
+  }
+
   return Object.freeze({
     port: integer(SETTINGS.port, 8080, 0, 65_535),
     host: raw(SETTINGS.host) ?? '0.0.0.0',
@@ -190,6 +205,7 @@ export function loadConfig(
     publicUrl,
     // The cores it finds: one is ingest's, the rest may run stages.
     workers: integer(SETTINGS.workers, availableParallelism() - 1, 0, 256),
+    tracing,
   });
 }
 

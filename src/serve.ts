@@ -15,6 +15,7 @@ import { ThreadedStages } from './pipeline/threaded-stages.js';
 import { SuppressionList } from './regulations/suppression-list.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
+import { type Tracing, startTracing } from './telemetry/tracing.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
 
@@ -105,7 +106,18 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
 }
 
 async function startServing(config: Config, logger: Logger): Promise<RunningSwitchyard> {
-  const store = await openStore(config, logger);
+  // Off: nothing of OpenTelemetry is loaded (see telemetry/tracing.ts).
+  const tracing = await startTracing(config.tracing);
+  if (config.tracing.enabled) {
+    logger.info({ endpoint: config.tracing.tracesEndpoint, sampler: config.tracing.sampler, ratio: config.tracing.ratio }, 'exporting OpenTelemetry traces');
+  }
+  let store: Store;
+  try {
+    store = await openStore(config, logger);
+  } catch (error) {
+    await tracing.shutdown();
+    throw error;
+  }
   const now = Date.now;
   const metrics = new Metrics();
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
@@ -141,7 +153,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     trustProxy: config.trustProxy,
     store,
     metrics,
-    tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now },
+    tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now, tracing },
     browser: { directory, publicUrl: config.publicUrl },
     admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError, directory }),
     processing: () => background.stages?.running() ?? false,
@@ -150,7 +162,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   let stages: BackgroundStages;
   try {
     await app.listen({ port: config.port, host: config.host });
-    stages = await startStages(config, logger, { store, metrics, directory, suppressions, now });
+    stages = await startStages(config, logger, { store, metrics, directory, suppressions, now, tracing });
   } catch (error) {
     // A server left listening without its stages would answer /healthz and take
     // messages nobody processes: close everything, so the process ends.
@@ -159,6 +171,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     directory.stop();
     suppressions.stop();
     await store.close();
+    await tracing.shutdown();
     throw error;
   }
   const port = (app.server.address() as AddressInfo).port;
@@ -194,6 +207,8 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
         directory.stop();
         suppressions.stop();
         await store.close();
+        // Exports the spans still batched (bounded by OTEL_EXPORTER_OTLP_TIMEOUT).
+        await tracing.shutdown().catch((error: unknown) => logger.warn({ err: error }, 'exporting the last spans failed'));
       })();
       return closing;
     },
@@ -208,7 +223,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
 async function startStages(
   config: Config,
   logger: Logger,
-  local: { store: Store; metrics: Metrics; directory: SourceDirectory; suppressions: SuppressionList; now: () => number },
+  local: { store: Store; metrics: Metrics; directory: SourceDirectory; suppressions: SuppressionList; now: () => number; tracing: Tracing },
 ): Promise<BackgroundStages> {
   const inMemory = config.databaseUrl === undefined && config.dataDir === ':memory:';
   if (config.workers === 0 || inMemory) return startBackgroundStages({ ...local, config, logger });

@@ -6,6 +6,7 @@ import { isJsonObject } from '../domain/message.js';
 import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import type { WebhookDestination, WebhookReceiver } from '../domain/webhook-settings.js';
 import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
+import { type Tracing, startDeliveryAttempt } from '../telemetry/tracing.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
@@ -28,6 +29,8 @@ export interface RoundContext {
   readonly stop: AbortSignal;
   /** Called for every POST that is recorded. */
   readonly onPost: (result: PostResult) => void;
+  /** On: a span per POST, child of the message's stored traceparent, sent to the receiver as `traceparent`. */
+  readonly tracing: Tracing;
 }
 
 /**
@@ -64,7 +67,7 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
     Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, typeof messageId === 'string' ? messageId : undefined, prepared.body, signedAt));
   }
 
-  const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(receiver, prepared.body, headers, ctx)));
+  const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(job, receiver, prepared.body, headers, ctx)));
   const now = ctx.now();
   const held: HeldReceiver[] = [];
   const sent: PostResult[] = [];
@@ -116,7 +119,7 @@ function sleepUntil(at: number, ctx: RoundContext): Promise<boolean> {
 }
 
 /** POSTs to one receiver through its origin's circuit breaker and in-flight limit; held when either says not now. */
-async function sendTo(receiver: WebhookReceiver, body: string, headers: Record<string, string>, ctx: RoundContext): Promise<PostResult | HeldReceiver> {
+async function sendTo(job: ClaimedDelivery, receiver: WebhookReceiver, body: string, headers: Record<string, string>, ctx: RoundContext): Promise<PostResult | HeldReceiver> {
   const origin = ctx.sender.originOf(receiver.url);
   const admittedAt = ctx.now();
   const admission = ctx.breaker.admit(origin, admittedAt);
@@ -130,7 +133,16 @@ async function sendTo(receiver: WebhookReceiver, body: string, headers: Record<s
     if (admission.probe) ctx.breaker.abandonProbe(origin, now);
     return { url: receiver.url, reason: 'busy', until: ctx.stop.aborted ? now : ctx.slots.holdUntil(origin, now, ctx.random) };
   }
-  const result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers }, body);
+  let result: PostResult;
+  if (ctx.tracing.enabled) {
+    const attempt = startDeliveryAttempt(ctx.tracing, { destination: 'webhooks', deliveryId: job.id, attempt: job.attemptCount + 1, traceparent: job.traceparent, url: receiver.url });
+    // Ours last: a receiver's configured headers cannot break the trace. Not
+    // part of any signature (both sign the body; Standard Webhooks also its id and timestamp).
+    result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers, ...attempt.headers }, body);
+    attempt.finish(result.aborted ? { error: 'cut short: the worker is stopping' } : { statusCode: result.statusCode, error: result.error });
+  } else {
+    result = await ctx.sender.post(receiver.url, { ...headers, ...receiver.headers }, body);
+  }
   ctx.slots.release(origin, result.health === 'neutral' || result.aborted ? undefined : result.durationMs);
   if (result.aborted) {
     if (admission.probe) ctx.breaker.abandonProbe(origin, ctx.now());

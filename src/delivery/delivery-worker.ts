@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { WebhookDestination } from '../domain/webhook-settings.js';
 import type { Metrics } from '../metrics.js';
 import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from '../store/store.js';
+import { NO_TRACING, type Tracing } from '../telemetry/tracing.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import { type RoundContext, runRound } from './delivery-round.js';
@@ -56,6 +57,8 @@ export interface DeliveryWorkerOptions {
   readonly limits?: Partial<WorkerLimits> | undefined;
   readonly now?: () => number;
   readonly random?: () => number;
+  /** Spans of delivery attempts; off when undefined. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /**
@@ -191,6 +194,7 @@ export class DeliveryWorker {
       random: options.random ?? Math.random,
       stop: this.stopController.signal,
       onPost: (result) => options.metrics?.deliveryAttempts.inc({ outcome: result.metric }),
+      tracing: options.tracing ?? NO_TRACING,
     };
   }
 

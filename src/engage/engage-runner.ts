@@ -15,6 +15,8 @@ import { ordersPerUser } from '../domain/webhook-settings.js';
 import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
 import { ProfileCache } from './profile-cache.js';
 import { lastSyncPerChain } from './sync-chains.js';
+import { traceSyncs } from './sync-spans.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import {
   type Definitions,
   type ParsedMessage,
@@ -35,6 +37,8 @@ export interface EngageRunnerOptions {
   readonly onError: (error: unknown) => void;
   /** This node's name for the lease; random by default. */
   readonly owner?: string;
+  /** On: a span per sync (see sync-spans.ts). */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** Messages read per commit of the stream. */
@@ -309,7 +313,13 @@ export class EngageRunner {
       const computation = definitions.byId.get(id);
       if (computation !== undefined) computations.push({ id, version: computation.version });
     }
-    const committed = await this.options.store.commitEngage({ ...batch, messages, computations });
+    const syncs = traceSyncs(this.options.tracing, messages);
+    let committed = false;
+    try {
+      committed = await this.options.store.commitEngage({ ...batch, messages: syncs.messages, computations });
+    } finally {
+      syncs.end(committed);
+    }
     if (committed && messages.some((m) => m.engageSync !== undefined)) this.parkedMaybe = true;
     return committed;
   }

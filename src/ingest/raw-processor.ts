@@ -5,6 +5,7 @@ import type { WebhookDestination } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
+import type { TraceSpan, Tracing } from '../telemetry/tracing.js';
 import type { AppendResult, ChangeFeed, IngestEntry, IngestStore, RawRequest } from '../store/store.js';
 import { PassLoop } from '../util/pass-loop.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
@@ -34,7 +35,12 @@ export interface RawProcessorOptions {
   readonly onError: (error: unknown) => void;
   /** Called each time processing has caught up (nothing left to take): deletion steps wait for that. */
   readonly onCaughtUp?: () => void;
+  /** On: a span per raw request processed, child of its request's span, whose traceparent the messages keep. */
+  readonly tracing?: Tracing | undefined;
 }
+
+/** What ingest stores of a request's headers (see tracking-routes.ts). */
+type StoredHeaders = HeaderDefaults & { readonly traceparent?: string | undefined };
 
 /**
  * Raw requests per processing transaction, and messages: on SQLite the
@@ -55,6 +61,15 @@ const LIMITS = { maxRequests: 500, maxMessages: 500 } as const;
 function withTransformation(entries: IngestEntry[], webhooks: WebhookDestination | undefined): IngestEntry[] {
   if (webhooks?.check.ok !== true || webhooks.check.settings.transformation === undefined) return entries;
   return entries.map((entry) => (entry.status === 'accepted' && entry.destinations.includes('webhooks') ? { ...entry, transforming: true } : entry));
+}
+
+/** Ends the spans of a processing transaction, failed with `failure` when it did not commit for good. */
+function endSpans(spans: readonly TraceSpan[], failure: string | undefined): void {
+  for (const span of spans) {
+    span.setAttribute('switchyard.batch.requests', spans.length);
+    if (failure !== undefined) span.fail(failure);
+    span.end();
+  }
 }
 
 /** Thrown inside the processing transaction (which rolls it back) when a raw request needs a newer config than loaded. */
@@ -148,15 +163,47 @@ export class RawProcessor {
     for (let tries = 0; ; tries++) {
       // Plans compile here, outside the transaction (once per plan version).
       this.options.directory.compileTrackingPlans();
+      const spans: TraceSpan[] = [];
       try {
-        const { results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
+        const { results, caughtUp } = await store.processRawRequests(
+          LIMITS,
+          (rows) => rows.map((row) => this.tracedEntriesFor(row, tries === 0, spans)),
+          now() - DEDUPLICATION_WINDOW_MS,
+        );
+        endSpans(spans, undefined);
         this.count(results);
         return caughtUp;
       } catch (error) {
-        if (!(error instanceof ConfigBehind) || tries > 2) throw error;
+        const retried = error instanceof ConfigBehind && tries <= 2;
+        endSpans(spans, retried ? undefined : `processing failed: ${String(error)}`);
+        if (!retried) throw error;
         await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);
       }
     }
+  }
+
+  /**
+   * {@link entriesFor}, in a span of its own when tracing is on (ended with
+   * the batch's commit): a child of the request's span, and the parent of
+   * every span its messages' deliveries make, through the traceparent
+   * stored with each message.
+   */
+  private tracedEntriesFor(row: RawRequest, firstTry: boolean, spans: TraceSpan[]): IngestEntry[] {
+    const tracing = this.options.tracing;
+    if (tracing?.enabled !== true) return this.entriesFor(row, firstTry);
+    const stored = row.headers === undefined ? undefined : (JSON.parse(row.headers) as StoredHeaders).traceparent;
+    const span = tracing.startSpan('process', {
+      kind: 'consumer',
+      parent: stored,
+      attributes: { 'switchyard.source.id': row.sourceId, 'switchyard.raw_request.seq': row.seq, 'switchyard.message.count': row.messageCount },
+    });
+    spans.push(span);
+    const traceparent = span.traceparent;
+    const entries = this.entriesFor(row, firstTry);
+    let accepted = 0;
+    for (const entry of entries) if (entry.status === 'accepted') accepted++;
+    span.setAttribute('switchyard.message.accepted', accepted);
+    return entries.map((entry) => ({ ...entry, traceparent }));
   }
 
   /** The entries of one raw request; what ingest would have built before its 200. */

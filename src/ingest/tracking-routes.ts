@@ -4,6 +4,7 @@ import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
+import type { TraceSpan, Tracing } from '../telemetry/tracing.js';
 import { checkBatch } from './build-entries.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import type { ProcessingBacklog } from './processing-backlog.js';
@@ -21,6 +22,8 @@ export interface TrackingRoutesOptions {
   readonly suppressionsVersion: () => number;
   readonly metrics: Metrics;
   readonly now: () => number;
+  /** Off (NO_TRACING): no span, no hook, nothing stored. On: a span per request, its traceparent stored with the raw request. */
+  readonly tracing: Tracing;
 }
 
 /** Every path of a single call, long and short (browser and mobile libraries use the short ones). */
@@ -69,7 +72,11 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
   };
   // Before the body is read and parsed: under a flood, refusing must cost
   // less than accepting, or the refusals themselves starve the event loop.
+  const { tracing } = options;
+  /** The span of each traced request, from admission to the answer. */
+  const spans = new WeakMap<FastifyRequest, TraceSpan>();
   const admit = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void => {
+    if (tracing.enabled) spans.set(request, startRequestSpan(tracing, request));
     if (committer.full || unprocessed.full) done(overloaded(request, reply));
     else done();
   };
@@ -89,6 +96,18 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     metrics.ingestRequests.inc({ code: String(reply.statusCode) });
     done();
   });
+  if (tracing.enabled) {
+    app.addHook('onResponse', (request, reply, done) => {
+      const span = spans.get(request);
+      if (span !== undefined) {
+        span.setAttribute('http.response.status_code', reply.statusCode);
+        // A server span fails on 5xx only: a 4xx is the client's mistake, answered as designed.
+        if (reply.statusCode >= 500) span.fail(`HTTP ${reply.statusCode}`);
+        span.end();
+      }
+      done();
+    });
+  }
 
   app.options('/v1/*', async (request, reply) => answerPreflight(request, reply, 'POST, OPTIONS'));
   app.options('/beacon/*', async (request, reply) => answerPreflight(request, reply, 'POST, OPTIONS'));
@@ -110,6 +129,11 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
     const sentAt = singleHeader(request.headers['sentat']);
     const receivedAt = now();
     const messageCount = type === 'batch' ? checkBatch(body, bytes, text, { receivedAt, ip: request.ip, headers: { anonymousId, sentAt } }) : 1;
+    const span = spans.get(request);
+    span?.setAttribute('switchyard.source.id', source.id);
+    span?.setAttribute('switchyard.message.count', messageCount);
+    // Stored with the raw request: processing's span and the deliveries' join this trace.
+    const traceparent = span?.traceparent;
     if (messageCount === 0) {
       reply.header('content-type', 'application/json; charset=utf-8').send(SUCCESS);
       return;
@@ -122,7 +146,7 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
         ip: request.ip,
         configVersion: Math.max(directory.configVersion, options.suppressionsVersion()),
         messageCount,
-        headers: anonymousId === undefined && sentAt === undefined ? undefined : JSON.stringify({ anonymousId, sentAt }),
+        headers: anonymousId === undefined && sentAt === undefined && traceparent === undefined ? undefined : JSON.stringify({ anonymousId, sentAt, traceparent }),
         body: text,
       });
     } catch (error) {
@@ -165,6 +189,20 @@ export async function trackingRoutes(app: FastifyInstance, options: TrackingRout
       reply.raw.once('finish', () => discardRestOfBody(request.raw));
     }
     void reply.code(api.statusCode).send({ success: false, code: api.code, message: api.message });
+  });
+}
+
+/**
+ * The span of one Tracking API request, a child of the client's
+ * `traceparent` when it sent a valid one (an invalid or over-long one
+ * starts a new trace, as the W3C spec says).
+ */
+function startRequestSpan(tracing: Tracing, request: FastifyRequest): TraceSpan {
+  const route = request.routeOptions.url ?? request.url.split('?')[0];
+  return tracing.startSpan(`POST ${route}`, {
+    kind: 'server',
+    parent: singleHeader(request.headers['traceparent']),
+    attributes: { 'http.request.method': 'POST', 'http.route': route },
   });
 }
 

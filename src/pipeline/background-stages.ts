@@ -11,6 +11,7 @@ import type { SuppressionList } from '../regulations/suppression-list.js';
 import { ReplayRunner } from '../replays/replay-runner.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { Store } from '../store/store.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { newMessageId } from '../util/ids.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
 import { TransformStage } from '../transformations/transform-stage.js';
@@ -55,6 +56,8 @@ export interface BackgroundStageDeps {
   readonly directory: SourceDirectory;
   readonly suppressions: SuppressionList;
   readonly now: () => number;
+  /** This thread's tracing (NO_TRACING when off); the caller shuts it down. */
+  readonly tracing: Tracing;
 }
 
 /** The delivery worker's settings, out of the server's. */
@@ -70,10 +73,10 @@ export function deliverySettings(config: Config): DeliverySettings {
  * connection, and a crash of it loses nothing.
  */
 export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<BackgroundStages> {
-  const { store, config, logger, metrics, directory, suppressions, now } = deps;
+  const { store, config, logger, metrics, directory, suppressions, now, tracing } = deps;
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 
-  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics });
+  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics, tracing });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   // Deletion steps wait until every raw request received before them is
   // processed; catching up wakes them (only when one waits).
@@ -88,10 +91,11 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
     gatherMs: PROCESSING_GATHER_MS,
     onError,
     onCaughtUp: () => regulations.rawRequestsCaughtUp(),
+    tracing,
   });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
-  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError });
-  const transforms = new TransformStage({ store, directory, metrics, limits: sandboxLimitsFromEnv(), now, pollMs: TRANSFORM_POLL_MS, onError });
+  const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError, tracing });
+  const transforms = new TransformStage({ store, directory, metrics, limits: sandboxLimitsFromEnv(), now, pollMs: TRANSFORM_POLL_MS, onError, tracing });
   // Every stage has the same start / stop / wake shape.
   const runners = [processor, regulations, replays, engage, transforms];
 

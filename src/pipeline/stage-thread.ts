@@ -10,6 +10,7 @@ import { SuppressionList } from '../regulations/suppression-list.js';
 import { SourceDirectory } from '../sources/source-directory.js';
 import { openStore } from '../store/open-store.js';
 import { adoptWriteLocks } from '../store/sqlite/write-lock.js';
+import { startTracing } from '../telemetry/tracing.js';
 import { startBackgroundStages } from './background-stages.js';
 import type { FromStageThread, StageThreadData, ToStageThread } from './stage-protocol.js';
 
@@ -24,6 +25,8 @@ async function main(): Promise<void> {
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
   const send = (message: FromStageThread): void => port.postMessage(message);
 
+  // Its own provider and exporter: an exporter belongs to one event loop.
+  const tracing = await startTracing(config.tracing);
   const store = await openStore(config, logger);
   // Only the stages' own metrics: process-wide ones come from the main thread.
   const metrics = new Metrics({ processMetrics: false });
@@ -31,7 +34,7 @@ async function main(): Promise<void> {
   const suppressions = new SuppressionList(store, { pollMs: CONFIG_POLL_MS, onError });
   await directory.start();
   await suppressions.start();
-  const stages = await startBackgroundStages({ store, config, logger, metrics, directory, suppressions, now: Date.now });
+  const stages = await startBackgroundStages({ store, config, logger, metrics, directory, suppressions, now: Date.now, tracing });
 
   port.on('message', (message: ToStageThread) => {
     switch (message.type) {
@@ -52,6 +55,7 @@ async function main(): Promise<void> {
           directory.stop();
           suppressions.stop();
           await store.close();
+          await tracing.shutdown().catch(onError);
           send({ type: 'stopped' });
           port.close();
         })();

@@ -60,6 +60,11 @@ export interface IngestEntry {
   readonly shape?: MessageShape | undefined;
   /** What the source's tracking plan found (the first 20), counted for the violation counts. */
   readonly violations?: readonly Violation[] | undefined;
+  /**
+   * The W3C `traceparent` of the span that processed it (tracing on only),
+   * stored with the message so that its deliveries' spans join the trace.
+   */
+  readonly traceparent?: string | undefined;
 }
 
 /**
@@ -163,6 +168,8 @@ export interface ClaimedDelivery {
   readonly createdAt: number;
   /** Set when the delivery re-sends a message for a replay. */
   readonly replayId?: string | undefined;
+  /** The message's stored `traceparent` (see IngestEntry.traceparent); undefined when none was stored. */
+  readonly traceparent?: string | undefined;
 }
 
 export interface AttemptRecord {

@@ -84,12 +84,14 @@ export interface DeliveryRow {
 /** A delivery as a claim returns it: its row and its message's body (null once the message is gone). */
 export interface ClaimRow extends DeliveryRow {
   body: string | null;
+  /** The message's stored traceparent. */
+  traceparent?: string | null;
 }
 
 /** The columns of a claimed row that {@link toClaimedDelivery} reads. */
 export type ClaimedRow = Pick<
   ClaimRow,
-  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id'
+  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id' | 'traceparent'
 >;
 
 export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
@@ -104,6 +106,7 @@ export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
     retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),
     createdAt: row.created_at,
     ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
+    ...(row.traceparent !== null && row.traceparent !== undefined && { traceparent: row.traceparent }),
   };
 }
 

@@ -29,6 +29,8 @@ export interface TransformingDelivery {
   readonly body: string | null;
   /** Queued by a replay: its outcome never changes the message's status. */
   readonly replay: boolean;
+  /** The message's stored `traceparent` (see IngestEntry.traceparent). */
+  readonly traceparent?: string | undefined;
 }
 
 /** What the debugger shows of a transformation run on a message. */

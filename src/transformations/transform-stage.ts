@@ -2,6 +2,7 @@ import type { Metrics } from '../metrics.js';
 import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { ChangeFeed, TransformationStore, TransformationVersionRecord, TransformingDelivery, TransformResult } from '../store/store.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { PassLoop } from '../util/pass-loop.js';
 import { TransformationRunner } from './transformation-runner.js';
 
@@ -14,6 +15,8 @@ export interface TransformStageOptions {
   /** How often to look for waiting deliveries without a notification (other nodes', missed ones). */
   readonly pollMs: number;
   readonly onError: (error: unknown) => void;
+  /** On: a span per run, child of the message's stored traceparent. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** Deliveries listed per pass. */
@@ -126,7 +129,21 @@ export class TransformStage {
       return { ...base, at: now(), info: undefined, kind: 'failed', reason: `transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` v${ref.version}`} no longer exists` };
     }
     const source = directory.byId(delivery.sourceId);
+    const span = this.options.tracing?.startSpan('transform', {
+      parent: delivery.traceparent,
+      attributes: {
+        'switchyard.source.id': delivery.sourceId,
+        'switchyard.delivery.id': delivery.id,
+        'switchyard.transformation.id': version.id,
+        'switchyard.transformation.version': version.version,
+      },
+    });
     const run = await this.runner.run(version, delivery.body, { sourceId: delivery.sourceId, sourceName: source?.name ?? '', messageId: delivery.messageId });
+    if (span !== undefined) {
+      span.setAttribute('switchyard.transformation.outcome', run.outcome.kind === 'error' ? (run.fault ?? 'error') : run.outcome.kind);
+      if (run.outcome.kind === 'error') span.fail(run.outcome.error);
+      span.end();
+    }
     const label = `transformation "${version.name}" v${version.version}`;
     const info = { id: version.id, name: version.name, version: version.version, logs: run.logs };
     metrics.transformSeconds.observe({ transformation: version.id }, run.durationMs / 1000);

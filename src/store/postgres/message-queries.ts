@@ -33,11 +33,17 @@ export async function appendMessages(
  * one JSON array: pg's `text[]` literal escapes each element with two
  * regular expressions, ~6x the CPU of JSON.stringify.
  */
-export const MESSAGE_ROWS = `ROWS FROM (
-         unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]), json_array_elements_text($8::json))
-         WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, ord)`;
+export function messageRows(traceparentsParam: number): string {
+  return `ROWS FROM (
+         unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]), json_array_elements_text($8::json), unnest($${traceparentsParam}::text[]))
+         WITH ORDINALITY AS e(source_id, status, reason, type, message_id, user_id, received_at, body, traceparent, ord)`;
+}
 
-/** The parameters $1–$8 of {@link MESSAGE_ROWS}. */
+/**
+ * The parameters $1–$8 of {@link messageRows}; the traceparents
+ * ({@link traceparentColumn}) go in the parameter it names, after the
+ * caller's own.
+ */
 export function messageColumns(entries: readonly IngestEntry[], statuses: readonly MessageStatus[]): unknown[] {
   return [
     entries.map((e) => e.sourceId),
@@ -49,6 +55,11 @@ export function messageColumns(entries: readonly IngestEntry[], statuses: readon
     entries.map((e) => e.receivedAt),
     JSON.stringify(entries.map((e) => e.body)),
   ];
+}
+
+/** The entries' traceparents, null where none (tracing off: all null). */
+export function traceparentColumn(entries: readonly IngestEntry[]): Array<string | null> {
+  return entries.map((e) => e.traceparent ?? null);
 }
 
 /**
@@ -66,12 +77,12 @@ export async function insertMessages(
   // ORDER BY ord makes the identity hand out seqs in the order of
   // `entries`; sorting the returned seqs then lines them up with it.
   const inserted = await client.query<{ seq: number }>(
-    `INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
-     SELECT source_id, status, reason, type, message_id, user_id, received_at, body
-     FROM ${MESSAGE_ROWS}
+    `INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body, traceparent)
+     SELECT source_id, status, reason, type, message_id, user_id, received_at, body, traceparent
+     FROM ${messageRows(9)}
      ORDER BY ord
      RETURNING seq`,
-    messageColumns(entries, statuses),
+    [...messageColumns(entries, statuses), traceparentColumn(entries)],
   );
   const seqs = inserted.rows.map((row) => row.seq).sort((a, b) => a - b);
   if (seqs.length !== entries.length) throw new Error(`inserted ${seqs.length} messages for ${entries.length} entries`);

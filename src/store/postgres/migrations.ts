@@ -389,6 +389,11 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX plan_violations_hour ON plan_violations (hour);
   `,
+  // The W3C traceparent of the span that processed a message (tracing on
+  // only, see src/telemetry/): its deliveries' spans are children of it.
+  `
+  ALTER TABLE messages ADD COLUMN traceparent TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

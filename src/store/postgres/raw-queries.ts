@@ -7,7 +7,7 @@ import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest, 
 import { notifyCalls } from './change-listener.js';
 import { type RawRequestRow, toRawRequest } from '../rows.js';
 import { textColumn } from './connection.js';
-import { dedupe, MESSAGE_ROWS, messageColumns } from './message-queries.js';
+import { dedupe, messageColumns, messageRows, traceparentColumn } from './message-queries.js';
 import { TRAFFIC_SHARDS } from './traffic-queries.js';
 import { recordObservations } from './observation-queries.js';
 
@@ -134,16 +134,16 @@ export async function processRawRequests(
   });
   const deliveriesAdded = jobs.entries.length > 0;
   const counts = tally(entries.map((entry, i) => ({ at: entry.receivedAt, status: statuses[i]! })));
-  const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 17);
+  const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 18);
   // ORDER BY ord makes the identity hand out seqs in the order of `entries`,
   // so the n-th smallest seq is the n-th entry's: the delivery jobs name
   // their entry by its position, and the returned seqs, sorted, line up.
   const { rows } = await client.query<{ seqs: number[] | null; jobs: number; deleted: number; ordered: string[] | null }>({
     name: `switchyard_process_raw_o_${notify.topics(deliveriesAdded).join('_')}`,
     text: `WITH stored AS (
-       INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
-       SELECT source_id, status, reason, type, message_id, user_id, received_at, body
-       FROM ${MESSAGE_ROWS}
+       INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body, traceparent)
+       SELECT source_id, status, reason, type, message_id, user_id, received_at, body, traceparent
+       FROM ${messageRows(18)}
        ORDER BY ord
        RETURNING seq),
      numbered AS (
@@ -177,6 +177,7 @@ export async function processRawRequests(
       counts.map((c) => c.status),
       counts.map((c) => c.count),
       jobs.ordered,
+      traceparentColumn(entries),
       ...notified.values,
     ],
   });

@@ -63,12 +63,20 @@ export async function deleteTransformation(client: pg.ClientBase, id: string): P
 }
 
 export async function listTransformingDeliveries(pool: pg.Pool, limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]> {
-  const { rows } = await pool.query<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null }>(
-    `SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+  const { rows } = await pool.query<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null; traceparent: string | null }>(
+    `SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body, m.traceparent FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
      WHERE d.status = 'transforming' AND d.source_id <> ALL($2::text[]) ORDER BY d.id LIMIT $1`,
     [limit, skipSourceIds],
   );
-  return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body, replay: row.replay_id !== null }));
+  return rows.map((row) => ({
+    id: row.id,
+    sourceId: row.source_id,
+    messageSeq: row.message_seq,
+    messageId: row.message_id ?? undefined,
+    body: row.body,
+    replay: row.replay_id !== null,
+    ...(row.traceparent !== null && { traceparent: row.traceparent }),
+  }));
 }
 
 /** See `TransformationStore.finishTransforms`; each result applies only while its delivery is `transforming` (the UPDATE's row lock decides between nodes). */

@@ -29,6 +29,7 @@ type DueRow = [
   createdAt: number,
   replayId: string | null,
   body: string | null,
+  traceparent: string | null,
 ];
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
@@ -54,7 +55,8 @@ export class DeliveryQueries {
     // table first; measured, the pair costs about a fifth less per job.
     this.due = db.prepare<[number, number], DueRow>(`
       SELECT id, source_id, destination, message_seq, attempt_count, first_attempt_at, retry_urls, created_at, replay_id,
-        coalesce(body, (SELECT body FROM messages WHERE seq = message_seq)) AS body
+        coalesce(body, (SELECT body FROM messages WHERE seq = message_seq)) AS body,
+        (SELECT traceparent FROM messages WHERE seq = message_seq) AS traceparent
       FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
       ORDER BY next_attempt_at LIMIT ?`).raw(true);
     // Leasing moves next_attempt_at to the lease's end: see the schema.
@@ -192,7 +194,7 @@ export class DeliveryQueries {
 }
 
 function claimedDelivery(row: DueRow): ClaimedDelivery {
-  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body] = row;
+  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body, traceparent] = row;
   const job: ClaimedDelivery = {
     id,
     sourceId,
@@ -203,6 +205,8 @@ function claimedDelivery(row: DueRow): ClaimedDelivery {
     firstAttemptAt: firstAttemptAt ?? undefined,
     retryUrls: retryUrls === null ? undefined : (JSON.parse(retryUrls) as string[]),
     createdAt,
+    ...(replayId !== null && { replayId }),
+    ...(traceparent !== null && { traceparent }),
   };
-  return replayId === null ? job : { ...job, replayId };
+  return job;
 }

@@ -42,8 +42,8 @@ export class MessageQueries {
       [number, number]
     >;
     this.insertMessage = db.prepare(`
-      INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+      INSERT INTO messages (source_id, status, reason, type, message_id, user_id, received_at, body, traceparent)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.insertDelivery = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, ?, ?, ?)`);
@@ -138,6 +138,7 @@ export class MessageQueries {
         entry.userId ?? null,
         entry.receivedAt,
         entry.body,
+        entry.traceparent ?? null,
       ).lastInsertRowid,
     );
     if (status === 'accepted') {

@@ -400,6 +400,11 @@ const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX plan_violations_hour ON plan_violations (hour);
   `,
+  // The W3C traceparent of the span that processed a message (tracing on
+  // only, see src/telemetry/): its deliveries' spans are children of it.
+  `
+  ALTER TABLE messages ADD COLUMN traceparent TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

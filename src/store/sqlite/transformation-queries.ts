@@ -108,10 +108,18 @@ export class TransformationQueries {
   transforming(limit: number, skipSourceIds: readonly string[]): TransformingDelivery[] {
     const rows = this.db
       .prepare(`
-        SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+        SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body, m.traceparent FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
         WHERE d.status = 'transforming' AND d.source_id NOT IN (SELECT value FROM json_each(?)) ORDER BY d.id LIMIT ?`)
-      .all(JSON.stringify(skipSourceIds), limit) as Array<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null }>;
-    return rows.map((row) => ({ id: row.id, sourceId: row.source_id, messageSeq: row.message_seq, messageId: row.message_id ?? undefined, body: row.body, replay: row.replay_id !== null }));
+      .all(JSON.stringify(skipSourceIds), limit) as Array<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null; traceparent: string | null }>;
+    return rows.map((row) => ({
+      id: row.id,
+      sourceId: row.source_id,
+      messageSeq: row.message_seq,
+      messageId: row.message_id ?? undefined,
+      body: row.body,
+      replay: row.replay_id !== null,
+      ...(row.traceparent !== null && { traceparent: row.traceparent }),
+    }));
   }
 
   finish(results: readonly TransformResult[]): void {
