@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DebuggerEntry } from '../admin/debugger-admin.js';
 import type { SourceView } from '../admin/source-admin.js';
+import { ApiError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import type { ComputationKind } from '../store/store.js';
 import type { AdminClient } from './admin-client.js';
 
@@ -148,7 +149,7 @@ async function request<T>(server: AdminServer, method: string, route: string, op
 }
 
 /** One line for an answer other than 2xx: the API's own {error: {code, message}} when it has one. */
-function refusal(server: AdminServer, response: Response, text: string): ServerError {
+function refusal(server: AdminServer, response: Response, text: string): ServerError | ApiError {
   const where = `the server at ${server.url} (${server.urlSetting})`;
   if (response.status === 401) {
     return new ServerError(`${where} refused the admin token (401): set ${server.tokenSetting} to the server's admin token`);
@@ -158,6 +159,8 @@ function refusal(server: AdminServer, response: Response, text: string): ServerE
     return new ServerError(`${where} answered ${response.status}, a redirect to ${JSON.stringify(location)}; redirects are not followed (they would carry the token): give the final URL`);
   }
   const body = parseError(text);
+  // As an ApiError, the commands treat it as they treat the services' own (webhooks set: a missing destination is a new one).
+  if (body !== undefined && Object.hasOwn(ERROR_CODES, body.code)) return new ApiError(body.code as ErrorCode, `${body.message} (${response.status} ${body.code})`);
   if (body !== undefined) return new ServerError(`${body.message} (${response.status} ${body.code})`);
   const excerpt = text.replace(/\s+/g, ' ').trim().slice(0, 200);
   return new ServerError(`${where} answered ${response.status} ${response.statusText}${excerpt === '' ? '' : `: ${excerpt}`} (is it a Switchyard server?)`);
@@ -235,7 +238,7 @@ async function followStream(
       await readEvents(response, position, print);
     } catch (error) {
       if (signal.aborted) return;
-      if (error instanceof ServerError) throw error;
+      if (error instanceof ServerError || error instanceof ApiError) throw error;
       // The stream broke off (a restart, a proxy's idle timeout): connect again from the last id printed.
     }
     await sleep(RECONNECT_MS, undefined, { signal }).catch(() => undefined);
