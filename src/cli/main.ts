@@ -29,8 +29,12 @@ Commands:
   sources delete ID              delete a source and everything stored for it
   admin-token rotate             a new admin token, printed once (running servers take it within a second)
 ${DELIVERY_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}${TRACKING_PLAN_USAGE}
-Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
-DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
+Admin commands print JSON, and on stderr which server or store they used:
+  --url URL (or SWITCHYARD_URL)  a running server's admin API (e.g. http://127.0.0.1:8080), with its admin
+                                 token in SWITCHYARD_ADMIN_TOKEN (or --token); in \`webhooks set\`, --url names
+                                 receivers, so give the server there with SWITCHYARD_URL
+  otherwise the store directly: --data-dir (SWITCHYARD_DATA_DIR, default ./data) or --database-url
+                                 (DATABASE_URL), as the server has them; admin-token rotate always does this
 -h, --help: this text (serve --help: every setting); -v, --version: the version.
 `;
 
