@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -164,6 +164,76 @@ await describePostgres('CLI --url: admin commands on a running server (cli-url)'
     assert.deepEqual(listed.json, direct.json);
     const one = await inCwd(['deliveries', 'get', listed.json.deliveries[0].id], overUrl);
     assert.equal(one.json.attempts.length, 1);
+  });
+
+  it('every command group reaches its routes: writes over the URL, reads the same over the URL as on the store', { timeout: 120_000 }, async () => {
+    const overUrl = { ...TOKEN, SWITCHYARD_URL: sy.url };
+    const onStore = { DATABASE_URL: db.url };
+    const write = async (args: string[], input?: string): Promise<any> => {
+      const result = await inCwd(args, overUrl, input);
+      assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
+      assert.equal(usingLine(result), `switchyard: using server ${sy.url}`);
+      return result.json;
+    };
+    /** Both ways, until they print the same (the server's stages may still be working on what was written). */
+    const sameBothWays = (args: string[]): Promise<string> =>
+      eventually(async () => {
+        const [remote, local] = await Promise.all([inCwd(args, overUrl), inCwd(args, onStore)]);
+        assert.equal(remote.code, 0, `${args.join(' ')} over the URL: ${remote.stderr}`);
+        assert.equal(local.code, 0, `${args.join(' ')} on the store: ${local.stderr}`);
+        return remote.stdout === local.stdout && remote.stdout !== '' ? remote.stdout : undefined;
+      }, 20_000, `${args.join(' ')} to print the same both ways`);
+
+    const source = await write(['sources', 'create', 'every-group']);
+    await write(['sources', 'rename', source.id, 'every-group-renamed']);
+    await write(['sources', 'disable', source.id]);
+    await write(['sources', 'enable', source.id]);
+    await write(['webhooks', 'set', source.id, '--url', receiver.url, '--secret', 'kept-secret-1']);
+    const plan = await write(['tracking-plans', 'set', source.id, '--file', '-'], JSON.stringify({ events: { Bought: {} } }));
+    assert.equal(plan.version, 1);
+
+    const code = path.join(cwd, 'keep.js');
+    await writeFile(code, 'export function transformEvent(e) { return e; }');
+    const events = path.join(cwd, 'events.json');
+    await writeFile(events, JSON.stringify([{ event: 'x' }]));
+    const transformation = await write(['transformations', 'create', 'keep', code]);
+    assert.equal((await write(['transformations', 'update', transformation.id, code, '--name', 'keep2'])).version, 2);
+    assert.deepEqual((await write(['transformations', 'test', code, events])).results[0].output, { event: 'x' });
+
+    const audienceFile = path.join(cwd, 'audience.json');
+    await writeFile(audienceFile, JSON.stringify({ name: 'Bought once', definition: { performed: { event: 'Bought' } } }));
+    const audience = await write(['audiences', 'create', audienceFile]);
+    await sy.send('/v1/track', source.writeKey, { userId: 'u-every', event: 'Bought' });
+    const replay = await write(['replays', 'create', source.id, '--from', '2020-01-01T00:00:00Z', '--to', '2020-01-02T00:00:00Z']);
+
+    for (const args of [
+      ['sources', 'get', source.id],
+      ['webhooks', 'get', source.id],
+      ['tracking-plans', 'get', source.id],
+      ['transformations', 'list'],
+      ['transformations', 'get', transformation.id],
+      ['transformations', 'get', transformation.id, '1'],
+      ['audiences', 'list'],
+      ['audiences', 'get', audience.id],
+      ['audiences', 'members', audience.id, '--limit', '5'],
+      ['computed-traits', 'list'],
+      ['profiles', 'get', 'user_id:u-every'],
+      ['profiles', 'events', 'user_id:u-every', '--limit', '5'],
+      ['replays', 'list', source.id],
+      ['replays', 'get', replay.id],
+      ['debugger', source.id, '--limit', '5'],
+      ['deliveries', 'list', '--source', source.id, '--limit', '5'],
+    ]) {
+      await sameBothWays(args);
+    }
+
+    await write(['replays', 'cancel', replay.id]);
+    assert.deepEqual(await write(['audiences', 'delete', audience.id]), { deleted: audience.id });
+    assert.deepEqual(await write(['transformations', 'delete', transformation.id]), { deleted: transformation.id });
+    assert.deepEqual(await write(['tracking-plans', 'delete', source.id]), { deleted: source.id });
+    assert.deepEqual(await write(['webhooks', 'delete', source.id]), { deleted: true });
+    assert.deepEqual(await write(['sources', 'delete', source.id]), { deleted: source.id });
+    assert.equal((await inCwd(['sources', 'get', source.id], onStore)).code, 1, 'deleted in the server\'s store');
   });
 
   it('debugger --follow over the URL prints messages as they arrive, from the live stream', { timeout: 60_000 }, async () => {
