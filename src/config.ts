@@ -210,11 +210,12 @@ export function loadConfig(
 }
 
 /**
- * A public URL as the browser libraries get it: scheme, host, optional port
- * and path prefix (a proxy may serve Switchyard under one), no trailing slash.
- * Null when it is not such a URL.
+ * A URL of this service as clients reach it (the browser libraries, the
+ * CLI's `--url`): scheme, host, optional port and path prefix (a proxy may
+ * serve Switchyard under one), no trailing slash. Null when it is not such a
+ * URL, and when it holds credentials.
  */
-function parsePublicUrl(value: string): string | null {
+export function parsePublicUrl(value: string): string | null {
   if (value.length > 2_000) return null;
   let url: URL;
   try {

@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { DebuggerAdmin, type DebuggerEntry, viewMessage } from '../admin/debugger-admin.js';
-import type { Store } from '../store/store.js';
+import type { DebuggerEntry } from '../admin/debugger-admin.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 
 export const DEBUGGER_USAGE = `  debugger SOURCE_ID [--limit N] [--follow]
@@ -8,25 +7,15 @@ export const DEBUGGER_USAGE = `  debugger SOURCE_ID [--limit N] [--follow]
                                  --follow then prints new ones as they arrive, until Ctrl-C
 `;
 
-/** What the CLI's entry point lends this command. */
-export interface DebuggerKit {
-  /** Opens the store the flags point at, runs `run`, prints its JSON result (none here), closes the store. */
-  readonly withStore: (flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>) => Promise<void>;
-  readonly usageError: (message: string) => Error;
-}
-
 const BOOLEAN_FLAGS = new Set(['follow', 'allow-private-receivers', 'trust-proxy']);
-const FOLLOW_POLL_MS = 500;
-const FOLLOW_PAGE = 500;
 const SHORT_JSON = 160;
 
 /**
- * `switchyard debugger SOURCE_ID`: the source's debugger on the store
- * directly, oldest of the recent messages first so that `--follow` reads on
- * like `tail -f`. Following polls the store (another process writes it, so
- * there are no notifications to wait for).
+ * `switchyard debugger SOURCE_ID`: the source's debugger, oldest of the
+ * recent messages first so that `--follow` reads on like `tail -f` (from a
+ * server's live stream, or by polling the store).
  */
-export async function debuggerCommand(argv: readonly string[], kit: DebuggerKit): Promise<void> {
+export async function debuggerCommand(argv: readonly string[], kit: CliKit): Promise<void> {
   const { words, flags } = parseArgs(argv, BOOLEAN_FLAGS);
   const [, sourceId, extra] = words;
   if (sourceId === undefined) throw kit.usageError('missing SOURCE_ID');
@@ -37,36 +26,23 @@ export async function debuggerCommand(argv: readonly string[], kit: DebuggerKit)
   if (limit === true) throw kit.usageError('--limit needs a value');
   if (follow !== undefined && follow !== true) throw kit.usageError('--follow takes no value');
 
-  return kit.withStore(flags, async (store) => {
-    const admin = new DebuggerAdmin(store);
-    const { messages } = await admin.list(sourceId, { limit });
-    for (const entry of messages.toReversed()) process.stdout.write(`${debuggerLine(entry)}\n`);
+  return kit.withAdmin(flags, async (admin) => {
+    const { messages } = await admin.debugger.list(sourceId, { limit });
+    const print = (entry: DebuggerEntry): void => void process.stdout.write(`${debuggerLine(entry)}\n`);
+    messages.toReversed().forEach(print);
     if (follow !== true) return undefined;
-    await followMessages(store, sourceId, messages[0]?.seq ?? (await admin.streamCursor(sourceId, undefined)));
+    const stop = new AbortController();
+    const onSignal = (): void => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      await admin.debugger.follow(sourceId, messages[0]?.seq, print, stop.signal);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
     return undefined;
   });
-}
-
-/** Prints new messages every {@link FOLLOW_POLL_MS} until SIGINT or SIGTERM. */
-async function followMessages(store: Store, sourceId: string, afterSeq: number): Promise<void> {
-  const stop = new AbortController();
-  const onSignal = (): void => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  try {
-    let cursor = afterSeq;
-    while (!stop.signal.aborted) {
-      const page = await store.listMessagesAfter(sourceId, cursor, FOLLOW_PAGE);
-      for (const message of page) {
-        process.stdout.write(`${debuggerLine(viewMessage(message))}\n`);
-        cursor = message.seq;
-      }
-      if (page.length < FOLLOW_PAGE) await sleep(FOLLOW_POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
-    }
-  } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-  }
 }
 
 /** `time  status  type  reason  {json…}`, the JSON cut to one screen line. */

@@ -1,18 +1,7 @@
-import { DeliveryAdmin } from '../admin/delivery-admin.js';
-import { WebhookAdmin } from '../admin/webhook-admin.js';
 import { ApiError } from '../errors.js';
-import { loadConfig } from '../config.js';
-import type { Store } from '../store/store.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 import { readJsonInput } from './input-file.js';
-
-/** What the CLI's entry point lends these commands. */
-export interface CliKit {
-  /** Opens the store the flags point at, runs `run`, prints its JSON result, closes the store. */
-  readonly withStore: (flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>) => Promise<void>;
-  /** An error that makes the CLI print its usage and exit with 2. */
-  readonly usageError: (message: string) => Error;
-}
 
 export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
                                  set the source's Webhooks destination (1-5 receivers; headers go to every receiver)
@@ -32,18 +21,24 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 �
                                  put every failed delivery (of a source, failed since a time) back
 `;
 
-/** Flags of these commands rather than of the store's config (`--url` and `--header` may repeat). */
+/** Flags of these commands rather than of the store's config (`--url` of `webhooks set` and `--header` may repeat). */
 const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds'];
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
 
 /**
- * `switchyard webhooks …` and `switchyard deliveries …`, on the store
- * directly, validating exactly as the admin API does (same admin classes,
- * private-address check included). `argv` is everything after the program.
+ * `switchyard webhooks …` and `switchyard deliveries …`, on a running server
+ * or on the store directly (validating exactly as the admin API does, with the
+ * same admin classes, private-address check included). `argv` is everything
+ * after the program.
  */
 export async function deliveryCommand(argv: readonly string[], kit: CliKit): Promise<void> {
   const { words, flags, own, repeated } = splitArgs(argv, kit);
   const [command, action, id] = words;
+  // `--url` names the receivers of `webhooks set` (as it always has; the server comes from SWITCHYARD_URL there), and the server everywhere else.
+  if (!(command === 'webhooks' && action === 'set') && repeated.url.length > 0) {
+    if (repeated.url.length > 1) throw kit.usageError('--url names one server');
+    flags['url'] = repeated.url[0]!;
+  }
   const need = (value: string | undefined, what: string): string => {
     if (value === undefined) throw kit.usageError(`missing ${what}`);
     return value;
@@ -55,16 +50,14 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
   };
 
   if (command === 'webhooks') {
-    const admin = (store: Store): WebhookAdmin =>
-      new WebhookAdmin(store, Date.now, { allowPrivateReceivers: loadConfig(flags).allowPrivateReceivers });
     switch (action) {
       case 'set': {
         const sourceId = need(id, 'SOURCE_ID');
         const headers = Object.fromEntries(repeated.header.map((h) => splitHeader(h, kit)));
         const secret = ownString('secret');
-        return kit.withStore(flags, async (store) => {
+        return kit.withAdmin(flags, async (admin) => {
           // What is not given stays as it is: the secrets (masked values keep them), filters, receivers.
-          const current = await admin(store)
+          const current = await admin.webhooks
             .get(sourceId)
             .catch((error: unknown) => {
               if (error instanceof ApiError && error.code === 'not_found') return undefined;
@@ -74,7 +67,7 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
           const receivers =
             repeated.url.length > 0 ? repeated.url.map((url) => ({ url, ...(repeated.header.length > 0 && { headers }) })) : current!.settings.webhooks;
           const settings = { ...current?.settings, webhooks: receivers, ...(secret !== undefined && { sharedSecret: secret }) };
-          return admin(store).put(sourceId, {
+          return admin.webhooks.put(sourceId, {
             enabled: own['disabled'] !== true,
             settings,
             ...(current !== undefined && { filters: current.filters }),
@@ -83,46 +76,45 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
       }
       case 'delete': {
         const sourceId = need(id, 'SOURCE_ID');
-        return kit.withStore(flags, async (store) => {
-          await admin(store).delete(sourceId);
+        return kit.withAdmin(flags, async (admin) => {
+          await admin.webhooks.delete(sourceId);
           return { deleted: true };
         });
       }
       case 'get':
-        return kit.withStore(flags, (store) => admin(store).get(need(id, 'SOURCE_ID')));
+        return kit.withAdmin(flags, (admin) => admin.webhooks.get(need(id, 'SOURCE_ID')));
       case 'filters': {
         const sourceId = need(id, 'SOURCE_ID');
         const filters = await readJsonInput(need(words[3], 'FILE'));
-        return kit.withStore(flags, async (store) => {
+        return kit.withAdmin(flags, async (admin) => {
           // The settings as they are (secrets masked, which keeps them), with the new filters.
-          const current = await admin(store).get(sourceId);
-          return admin(store).put(sourceId, { enabled: current.enabled, settings: current.settings, filters });
+          const current = await admin.webhooks.get(sourceId);
+          return admin.webhooks.put(sourceId, { enabled: current.enabled, settings: current.settings, filters });
         });
       }
       case 'standard-secret':
-        return kit.withStore(flags, (store) => admin(store).standardSecret(need(id, 'SOURCE_ID')));
+        return kit.withAdmin(flags, (admin) => admin.webhooks.standardSecret(need(id, 'SOURCE_ID')));
       case 'rotate-secret': {
         const overlap = ownString('overlap-seconds');
         const body = overlap === undefined ? {} : { overlapSeconds: Number(overlap) };
-        return kit.withStore(flags, (store) => admin(store).rotateStandardSecret(need(id, 'SOURCE_ID'), body));
+        return kit.withAdmin(flags, (admin) => admin.webhooks.rotateStandardSecret(need(id, 'SOURCE_ID'), body));
       }
       default:
         throw kit.usageError(`unknown webhooks command ${JSON.stringify(action ?? '')}`);
     }
   }
 
-  const admin = (store: Store): DeliveryAdmin => new DeliveryAdmin(store, Date.now);
   switch (action) {
     case 'list':
-      return kit.withStore(flags, (store) =>
-        admin(store).list({ sourceId: ownString('source'), status: ownString('status'), limit: ownString('limit') }),
+      return kit.withAdmin(flags, (admin) =>
+        admin.deliveries.list({ sourceId: ownString('source'), status: ownString('status'), limit: ownString('limit') }),
       );
     case 'get':
-      return kit.withStore(flags, (store) => admin(store).get(need(id, 'ID')));
+      return kit.withAdmin(flags, (admin) => admin.deliveries.get(need(id, 'ID')));
     case 'retry':
-      return kit.withStore(flags, (store) => admin(store).retry(need(id, 'ID')));
+      return kit.withAdmin(flags, (admin) => admin.deliveries.retry(need(id, 'ID')));
     case 'retry-all':
-      return kit.withStore(flags, (store) => admin(store).retryAll({ sourceId: ownString('source'), since: ownString('since') }));
+      return kit.withAdmin(flags, (admin) => admin.deliveries.retryAll({ sourceId: ownString('source'), since: ownString('since') }));
     default:
       throw kit.usageError(`unknown deliveries command ${JSON.stringify(action ?? '')}`);
   }

@@ -1,8 +1,7 @@
-import { EngageAdmin } from '../admin/engage-admin.js';
-import type { ComputationKind, Store } from '../store/store.js';
+import type { ComputationKind } from '../store/store.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 import { readJsonInput as readJson } from './input-file.js';
-import type { CliKit } from './delivery-commands.js';
 
 export const ENGAGE_USAGE = `  audiences list                 audiences with their sizes
   audiences create FILE          create an audience from a JSON file {name, key?, definition, destinations?} (- reads stdin)
@@ -18,7 +17,7 @@ export const ENGAGE_USAGE = `  audiences list                 audiences with the
 `;
 
 /**
- * `switchyard audiences|computed-traits|profiles …`, on the store directly.
+ * `switchyard audiences|computed-traits|profiles …`, on a running server or the store.
  * A created or changed definition is computed by the running server's
  * evaluator within a second or so.
  */
@@ -36,13 +35,12 @@ export async function engageCommand(argv: readonly string[], kit: CliKit): Promi
     if (value === undefined) throw kit.usageError(`missing ${what}`);
     return value;
   };
-  const admin = (store: Store): EngageAdmin => new EngageAdmin(store, { now: Date.now });
   if (group === 'profiles') {
     switch (action) {
       case 'get':
-        return kit.withStore(flags, (store) => admin(store).profile(need(id, 'IDENTIFIER')));
+        return kit.withAdmin(flags, (admin) => admin.engage.profile(need(id, 'IDENTIFIER')));
       case 'events':
-        return kit.withStore(flags, (store) => admin(store).events(need(id, 'IDENTIFIER'), { limit: own['limit'] }));
+        return kit.withAdmin(flags, (admin) => admin.engage.events(need(id, 'IDENTIFIER'), { limit: own['limit'] }));
       default:
         throw kit.usageError(`unknown profiles command ${JSON.stringify(action ?? '')}`);
     }
@@ -50,25 +48,25 @@ export async function engageCommand(argv: readonly string[], kit: CliKit): Promi
   const kind: ComputationKind = group === 'audiences' ? 'audience' : 'trait';
   switch (action) {
     case 'list':
-      return kit.withStore(flags, (store) => admin(store).list(kind));
+      return kit.withAdmin(flags, (admin) => admin.engage.list(kind));
     case 'create': {
       const body = await readJson(need(id, 'FILE'));
-      return kit.withStore(flags, (store) => admin(store).create(kind, body));
+      return kit.withAdmin(flags, (admin) => admin.engage.create(kind, body));
     }
     case 'get':
-      return kit.withStore(flags, (store) => admin(store).get(kind, need(id, 'ID')));
+      return kit.withAdmin(flags, (admin) => admin.engage.get(kind, need(id, 'ID')));
     case 'update': {
       const body = await readJson(need(file, 'FILE'));
-      return kit.withStore(flags, (store) => admin(store).update(kind, need(id, 'ID'), body));
+      return kit.withAdmin(flags, (admin) => admin.engage.update(kind, need(id, 'ID'), body));
     }
     case 'delete':
-      return kit.withStore(flags, async (store) => {
-        await admin(store).remove(kind, need(id, 'ID'));
+      return kit.withAdmin(flags, async (admin) => {
+        await admin.engage.remove(kind, need(id, 'ID'));
         return { deleted: id };
       });
     case 'members':
       if (kind !== 'audience') break;
-      return kit.withStore(flags, (store) => admin(store).members(need(id, 'ID'), { limit: own['limit'], cursor: own['cursor'] }));
+      return kit.withAdmin(flags, (admin) => admin.engage.members(need(id, 'ID'), { limit: own['limit'], cursor: own['cursor'] }));
     default:
       break;
   }

@@ -1,14 +1,12 @@
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { AdminAuth } from '../admin/admin-auth.js';
-import { SourceAdmin } from '../admin/source-admin.js';
 import { closest, ConfigError, loadConfig, serveHelp } from '../config.js';
 import { ApiError } from '../errors.js';
-import { DataDirInUseError, openStore, startSwitchyard, type Welcome } from '../serve.js';
+import { DataDirInUseError, startSwitchyard, type Welcome } from '../serve.js';
+import { withAdmin, withStore } from './admin-connection.js';
+import { ServerError } from './http-admin-client.js';
 import { SchemaTooNewError } from '../store/schema-error.js';
-import { SQLITE_FILE } from '../store/sqlite/sqlite-store.js';
-import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 import { DEBUGGER_USAGE, debuggerCommand } from './debugger-command.js';
 import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
@@ -31,8 +29,12 @@ Commands:
   sources delete ID              delete a source and everything stored for it
   admin-token rotate             a new admin token, printed once (running servers take it within a second)
 ${DELIVERY_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}${TRACKING_PLAN_USAGE}
-Admin commands work on the store directly (the same SWITCHYARD_DATA_DIR or
-DATABASE_URL as the server) and print JSON. Options: --data-dir, --database-url.
+Admin commands print JSON, and on stderr which server or store they used:
+  --url URL (or SWITCHYARD_URL)  a running server's admin API (e.g. http://127.0.0.1:8080), with its admin
+                                 token in SWITCHYARD_ADMIN_TOKEN (or --token); in \`webhooks set\`, --url names
+                                 receivers, so give the server there with SWITCHYARD_URL
+  otherwise the store directly: --data-dir (SWITCHYARD_DATA_DIR, default ./data) or --database-url
+                                 (DATABASE_URL), as the server has them; admin-token rotate always does this
 -h, --help: this text (serve --help: every setting); -v, --version: the version.
 `;
 
@@ -40,50 +42,27 @@ const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', '
 
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'help', 'version']);
 
-/** Runs one admin operation against the store and prints its JSON result. */
-async function withStore(flags: Record<string, string | true>, run: (store: Store) => Promise<unknown>): Promise<void> {
-  const config = loadConfig(flags);
-  if (config.databaseUrl === undefined) {
-    // The CLI works on the store `serve` made; creating an empty one here would answer `[]` from the wrong folder.
-    const file = path.resolve(config.dataDir, SQLITE_FILE);
-    if (!existsSync(file)) {
-      throw new ConfigError(
-        `no Switchyard store in ${path.resolve(config.dataDir)} (SWITCHYARD_DATA_DIR / --data-dir): run this where \`serve\` runs, or point --data-dir or DATABASE_URL at its store`,
-      );
-    }
-    process.stderr.write(`switchyard: store ${file}\n`);
-  }
-  const store = await openStore(config);
-  try {
-    const result = await run(store);
-    if (result !== undefined) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  } finally {
-    await store.close();
-  }
-}
-
 async function sourcesCommand(words: string[], flags: Record<string, string | true>): Promise<void> {
   const [action, id, name] = words;
-  const admin = (store: Store): SourceAdmin => new SourceAdmin(store, Date.now);
   const need = (value: string | undefined, what: string): string => {
     if (value === undefined) throw new UsageError(`missing ${what}`);
     return value;
   };
   switch (action) {
     case 'list':
-      return withStore(flags, async (store) => ({ sources: await admin(store).list() }));
+      return withAdmin(flags, async (admin) => ({ sources: await admin.sources.list() }));
     case 'create':
-      return withStore(flags, (store) => admin(store).create({ name: need(id, 'NAME') }));
+      return withAdmin(flags, (admin) => admin.sources.create({ name: need(id, 'NAME') }));
     case 'get':
-      return withStore(flags, (store) => admin(store).get(need(id, 'ID')));
+      return withAdmin(flags, (admin) => admin.sources.get(need(id, 'ID')));
     case 'rename':
-      return withStore(flags, (store) => admin(store).update(need(id, 'ID'), { name: need(name, 'NAME') }));
+      return withAdmin(flags, (admin) => admin.sources.update(need(id, 'ID'), { name: need(name, 'NAME') }));
     case 'enable':
     case 'disable':
-      return withStore(flags, (store) => admin(store).update(need(id, 'ID'), { enabled: action === 'enable' }));
+      return withAdmin(flags, (admin) => admin.sources.update(need(id, 'ID'), { enabled: action === 'enable' }));
     case 'delete':
-      return withStore(flags, async (store) => {
-        await admin(store).delete(need(id, 'ID'));
+      return withAdmin(flags, async (admin) => {
+        await admin.sources.delete(need(id, 'ID'));
         return { deleted: id };
       });
     default:
@@ -138,8 +117,14 @@ function printWelcome(port: number, welcome: Welcome): void {
 
 async function adminTokenCommand(rest: readonly string[], flags: Record<string, string | true>): Promise<void> {
   if (rest[0] !== 'rotate') throw new UsageError(`unknown admin-token command ${JSON.stringify(rest[0] ?? '')}`);
+  if (flags['url'] !== undefined) {
+    throw new ConfigError('admin-token rotate works on the store, where the token\'s digest is kept: run it with the server\'s SWITCHYARD_DATA_DIR or DATABASE_URL instead of --url');
+  }
   if (loadConfig(flags).adminToken !== undefined) {
-    throw new ConfigError('SWITCHYARD_ADMIN_TOKEN (--admin-token) is set: the token is whatever it says; change it there and restart');
+    throw new ConfigError(
+      'SWITCHYARD_ADMIN_TOKEN (--admin-token) is set: a server started with it uses whatever it says (change it there and restart); ' +
+        'if it is set here only for --url / SWITCHYARD_URL, unset it for this command',
+    );
   }
   return withStore(flags, async (store) => {
     const token = await AdminAuth.rotate(store, Date.now());
@@ -148,6 +133,8 @@ async function adminTokenCommand(rest: readonly string[], flags: Record<string, 
 }
 
 class UsageError extends Error {}
+
+const KIT: CliKit = { withAdmin, usageError: (message) => new UsageError(message) };
 
 function suggestion(command: string): string {
   const meant = closest(command, COMMANDS);
@@ -181,19 +168,19 @@ async function main(argv: string[]): Promise<void> {
       return adminTokenCommand(rest, flags);
     case 'webhooks':
     case 'deliveries':
-      return deliveryCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return deliveryCommand(argv, KIT);
     case 'replays':
-      return replayCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return replayCommand(argv, KIT);
     case 'transformations':
-      return transformationCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return transformationCommand(argv, KIT);
     case 'audiences':
     case 'computed-traits':
     case 'profiles':
-      return engageCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return engageCommand(argv, KIT);
     case 'debugger':
-      return debuggerCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return debuggerCommand(argv, KIT);
     case 'tracking-plans':
-      return trackingPlanCommand(argv, { withStore, usageError: (message) => new UsageError(message) });
+      return trackingPlanCommand(argv, KIT);
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}${suggestion(command)}`);
   }
@@ -206,7 +193,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   } else if (error instanceof InputFileError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = 2;
-  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
+  } else if (error instanceof ConfigError || error instanceof ApiError || error instanceof ServerError || error instanceof SchemaTooNewError || error instanceof DataDirInUseError) {
     process.stderr.write(`switchyard: ${error.message}\n`);
     process.exitCode = error instanceof ConfigError ? 2 : 1;
   } else {

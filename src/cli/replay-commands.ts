@@ -1,7 +1,5 @@
-import { ReplayAdmin } from '../admin/replay-admin.js';
-import type { Store } from '../store/store.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
-import type { CliKit } from './delivery-commands.js';
 
 export const REPLAY_USAGE = `  replays create SOURCE_ID --from ISO-TIME --to ISO-TIME [--type T …] [--event E …] [--receiver URL …]
                                  re-deliver the stored messages of a time range (a running server sends them)
@@ -14,7 +12,7 @@ type Repeated = 'type' | 'event' | 'receiver';
 const OWN_FLAGS = ['from', 'to', 'limit'];
 
 /**
- * `switchyard replays …`, on the store directly. Creating one stores it; the
+ * `switchyard replays …`, on a running server or the store. Creating one stores it; the
  * running server's replay runner (any node, on a shared store) picks it up
  * within a couple of seconds and sends it.
  */
@@ -44,12 +42,11 @@ export async function replayCommand(argv: readonly string[], kit: CliKit): Promi
     if (value === undefined) throw kit.usageError(`missing ${what}`);
     return value;
   };
-  const admin = (store: Store): ReplayAdmin => new ReplayAdmin(store, { now: Date.now });
   const list = (values: string[]): string[] | undefined => (values.length === 0 ? undefined : values);
   switch (action) {
     case 'create':
-      return kit.withStore(flags, (store) =>
-        admin(store).create(need(id, 'SOURCE_ID'), {
+      return kit.withAdmin(flags, (admin) =>
+        admin.replays.create(need(id, 'SOURCE_ID'), {
           from: own['from'],
           to: own['to'],
           types: list(repeated.type),
@@ -58,11 +55,11 @@ export async function replayCommand(argv: readonly string[], kit: CliKit): Promi
         }),
       );
     case 'list':
-      return kit.withStore(flags, (store) => admin(store).list(need(id, 'SOURCE_ID'), { limit: own['limit'] }));
+      return kit.withAdmin(flags, (admin) => admin.replays.list(need(id, 'SOURCE_ID'), { limit: own['limit'] }));
     case 'get':
-      return kit.withStore(flags, (store) => admin(store).get(need(id, 'ID')));
+      return kit.withAdmin(flags, (admin) => admin.replays.get(need(id, 'ID')));
     case 'cancel':
-      return kit.withStore(flags, (store) => admin(store).cancel(need(id, 'ID')));
+      return kit.withAdmin(flags, (admin) => admin.replays.cancel(need(id, 'ID')));
     default:
       throw kit.usageError(`unknown replays command ${JSON.stringify(action ?? '')}`);
   }

@@ -1,9 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { TrackingPlanAdmin } from '../admin/tracking-plan-admin.js';
 import { ApiError } from '../errors.js';
-import type { Store } from '../store/store.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
-import type { CliKit } from './delivery-commands.js';
 
 export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source's tracking plan (current version)
   tracking-plans set SOURCE_ID --file PLAN.json
@@ -19,7 +17,7 @@ export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source'
 `;
 
 /**
- * `switchyard tracking-plans …`, on the store directly. A change bumps the
+ * `switchyard tracking-plans …`, on a running server or the store. A change bumps the
  * config version, so running servers (every node) use it within their
  * config poll.
  */
@@ -32,10 +30,9 @@ export async function trackingPlanCommand(argv: readonly string[], kit: CliKit):
   delete flags['until'];
   const [, action, sourceId] = words;
   if (sourceId === undefined) throw kit.usageError('missing SOURCE_ID');
-  const admin = (store: Store): TrackingPlanAdmin => new TrackingPlanAdmin(store, Date.now);
   switch (action) {
     case 'get':
-      return kit.withStore(flags, (store) => admin(store).get(sourceId));
+      return kit.withAdmin(flags, (admin) => admin.trackingPlans.get(sourceId));
     case 'set': {
       if (typeof file !== 'string') throw kit.usageError('set needs --file PLAN.json (or --file - for stdin)');
       const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
@@ -45,11 +42,11 @@ export async function trackingPlanCommand(argv: readonly string[], kit: CliKit):
       } catch (error) {
         throw new ApiError('invalid_tracking_plan', `${file === '-' ? 'stdin' : file} is not valid JSON`, { cause: error });
       }
-      return kit.withStore(flags, (store) => admin(store).put(sourceId, plan));
+      return kit.withAdmin(flags, (admin) => admin.trackingPlans.put(sourceId, plan));
     }
     case 'delete':
-      return kit.withStore(flags, async (store) => {
-        await admin(store).delete(sourceId);
+      return kit.withAdmin(flags, async (admin) => {
+        await admin.trackingPlans.delete(sourceId);
         return { deleted: sourceId };
       });
     case 'violations':

@@ -1,10 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { TransformationAdmin } from '../admin/transformation-admin.js';
 import { ApiError } from '../errors.js';
-import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
-import type { Store } from '../store/store.js';
+import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
-import type { CliKit } from './delivery-commands.js';
 
 export const TRANSFORMATION_USAGE = `  transformations list           transformations with their latest version numbers
   transformations create NAME FILE
@@ -21,7 +18,7 @@ export const TRANSFORMATION_USAGE = `  transformations list           transforma
 /** Code and event files: at most this large (the code's own limit, 256 KB, is checked by the admin service). */
 const MAX_FILE_BYTES = 1024 * 1024;
 
-/** `switchyard transformations …`, on the store directly (the running servers read versions from the store). */
+/** `switchyard transformations …`, on a running server or the store (the running servers read versions from the store). */
 export async function transformationCommand(argv: readonly string[], kit: CliKit): Promise<void> {
   const { words, flags } = parseArgs(argv, new Set());
   const own: Record<string, string | undefined> = {};
@@ -36,28 +33,27 @@ export async function transformationCommand(argv: readonly string[], kit: CliKit
     if (value === undefined) throw kit.usageError(`missing ${what}`);
     return value;
   };
-  const admin = (store: Store): TransformationAdmin => new TransformationAdmin(store, Date.now, sandboxLimitsFromEnv());
   switch (action) {
     case 'list':
-      return kit.withStore(flags, (store) => admin(store).list());
+      return kit.withAdmin(flags, (admin) => admin.transformations.list());
     case 'create': {
       const name = need(first, 'NAME');
       const code = await readText(need(second, 'FILE'));
-      return kit.withStore(flags, (store) => admin(store).create({ name, code }));
+      return kit.withAdmin(flags, (admin) => admin.transformations.create({ name, code }));
     }
     case 'update': {
       const id = need(first, 'ID');
       const code = await readText(need(second, 'FILE'));
-      return kit.withStore(flags, (store) => admin(store).update(id, { code, ...(own['name'] !== undefined && { name: own['name'] }) }));
+      return kit.withAdmin(flags, (admin) => admin.transformations.update(id, { code, ...(own['name'] !== undefined && { name: own['name'] }) }));
     }
     case 'get': {
       const id = need(first, 'ID');
-      return kit.withStore(flags, (store) => (second === undefined ? admin(store).get(id) : admin(store).getVersion(id, second)));
+      return kit.withAdmin(flags, (admin) => (second === undefined ? admin.transformations.get(id) : admin.transformations.getVersion(id, second)));
     }
     case 'delete': {
       const id = need(first, 'ID');
-      return kit.withStore(flags, async (store) => {
-        await admin(store).delete(id);
+      return kit.withAdmin(flags, async (admin) => {
+        await admin.transformations.delete(id);
         return { deleted: id };
       });
     }
@@ -70,7 +66,7 @@ export async function transformationCommand(argv: readonly string[], kit: CliKit
       } catch {
         throw new ApiError('invalid_request', `${second} is not valid JSON`);
       }
-      return kit.withStore(flags, (store) => admin(store).test({ code, events }));
+      return kit.withAdmin(flags, (admin) => admin.transformations.test({ code, events }));
     }
     default:
       throw kit.usageError(`unknown transformations command ${JSON.stringify(action ?? '')}`);

@@ -1,0 +1,78 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DebuggerAdmin, type DebuggerEntry, viewMessage } from '../admin/debugger-admin.js';
+import { DeliveryAdmin } from '../admin/delivery-admin.js';
+import { EngageAdmin } from '../admin/engage-admin.js';
+import { ReplayAdmin } from '../admin/replay-admin.js';
+import { SourceAdmin } from '../admin/source-admin.js';
+import { TrackingPlanAdmin } from '../admin/tracking-plan-admin.js';
+import { TransformationAdmin } from '../admin/transformation-admin.js';
+import { WebhookAdmin } from '../admin/webhook-admin.js';
+import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import type { Store } from '../store/store.js';
+
+/** Prints new debugger messages after `afterSeq` (after the newest now when undefined) until `signal` aborts. */
+export type FollowDebugger = (sourceId: string, afterSeq: number | undefined, print: (entry: DebuggerEntry) => void, signal: AbortSignal) => Promise<void>;
+
+/**
+ * What the admin commands call, with the admin services' own method names
+ * and answers: either those services on the store (direct mode) or a running
+ * server's admin API (`--url`), so each command is written once and prints
+ * the same in both.
+ */
+export interface AdminClient {
+  readonly sources: Pick<SourceAdmin, 'list' | 'create' | 'get' | 'update' | 'delete'>;
+  readonly webhooks: Pick<WebhookAdmin, 'get' | 'put' | 'delete' | 'standardSecret' | 'rotateStandardSecret'>;
+  readonly deliveries: Pick<DeliveryAdmin, 'list' | 'get' | 'retry' | 'retryAll'>;
+  readonly replays: Pick<ReplayAdmin, 'create' | 'list' | 'get' | 'cancel'>;
+  readonly engage: Pick<EngageAdmin, 'list' | 'create' | 'get' | 'update' | 'remove' | 'members' | 'profile' | 'events'>;
+  readonly debugger: Pick<DebuggerAdmin, 'list'> & { readonly follow: FollowDebugger };
+  readonly trackingPlans: Pick<TrackingPlanAdmin, 'get' | 'put' | 'delete'>;
+  readonly transformations: Pick<TransformationAdmin, 'list' | 'create' | 'update' | 'get' | 'getVersion' | 'delete' | 'test'>;
+}
+
+/** What the CLI's entry point lends the command modules. */
+export interface CliKit {
+  /** Connects where the flags and environment say (a server or a store), runs `run`, prints its JSON result, disconnects. */
+  readonly withAdmin: (flags: Record<string, string | true>, run: (admin: AdminClient) => Promise<unknown>) => Promise<void>;
+  /** An error that makes the CLI print its usage and exit with 2. */
+  readonly usageError: (message: string) => Error;
+}
+
+const FOLLOW_POLL_MS = 500;
+const FOLLOW_PAGE = 500;
+
+/**
+ * The admin services on the store directly, validating exactly as the admin
+ * API does (private-address check included, by this process's setting).
+ * A running server picks up what they write through its config poll.
+ */
+export function storeAdminClient(store: Store, options: { readonly allowPrivateReceivers: boolean }): AdminClient {
+  const debuggerAdmin = new DebuggerAdmin(store);
+  return {
+    sources: new SourceAdmin(store, Date.now),
+    webhooks: new WebhookAdmin(store, Date.now, { allowPrivateReceivers: options.allowPrivateReceivers }),
+    deliveries: new DeliveryAdmin(store, Date.now),
+    replays: new ReplayAdmin(store, { now: Date.now }),
+    engage: new EngageAdmin(store, { now: Date.now }),
+    debugger: {
+      list: (sourceId, query) => debuggerAdmin.list(sourceId, query),
+      follow: async (sourceId, afterSeq, print, signal) =>
+        pollMessages(store, sourceId, afterSeq ?? (await debuggerAdmin.streamCursor(sourceId, undefined)), print, signal),
+    },
+    trackingPlans: new TrackingPlanAdmin(store, Date.now),
+    transformations: new TransformationAdmin(store, Date.now, sandboxLimitsFromEnv()),
+  };
+}
+
+/** Following on the store polls it: another process writes it, so there are no notifications to wait for. */
+async function pollMessages(store: Store, sourceId: string, afterSeq: number, print: (entry: DebuggerEntry) => void, signal: AbortSignal): Promise<void> {
+  let cursor = afterSeq;
+  while (!signal.aborted) {
+    const page = await store.listMessagesAfter(sourceId, cursor, FOLLOW_PAGE);
+    for (const message of page) {
+      print(viewMessage(message));
+      cursor = message.seq;
+    }
+    if (page.length < FOLLOW_PAGE) await sleep(FOLLOW_POLL_MS, undefined, { signal }).catch(() => undefined);
+  }
+}
