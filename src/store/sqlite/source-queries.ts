@@ -4,6 +4,7 @@
 import type { Database } from 'better-sqlite3';
 import type { DestinationKind } from '../../domain/routing.js';
 import { sha256Hex } from '../../util/crypto.js';
+import { deleteSourceFunctions } from './function-queries.js';
 import { type DestinationRow, type SourceRow, toDestination, toSource } from '../rows.js';
 import type { DestinationRecord, SourcePatch, SourceRecord } from '../store.js';
 
@@ -48,6 +49,7 @@ export function deleteSource(db: Database, id: string): boolean {
   db.prepare('DELETE FROM raw_requests WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM tracking_plans WHERE source_id = ?').run(id);
+  deleteSourceFunctions(db, id);
   return true;
 }
 
