@@ -6,6 +6,8 @@ import { isJsonObject } from '../domain/message.js';
 import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import type { WebhookDestination, WebhookReceiver } from '../domain/webhook-settings.js';
 import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
+import { functionIdOf } from '../domain/routing.js';
+import { type FunctionRoundContext, runFunctionRound } from './function-round.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
@@ -28,6 +30,8 @@ export interface RoundContext {
   readonly stop: AbortSignal;
   /** Called for every POST that is recorded. */
   readonly onPost: (result: PostResult) => void;
+  /** Rounds of deliveries to function destinations (`function:<id>`); undefined: none can be made here. */
+  readonly functions?: FunctionRoundContext | undefined;
 }
 
 /**
@@ -37,6 +41,12 @@ export interface RoundContext {
  * outcome to record. Resolves, never rejects.
  */
 export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise<DeliveryOutcome> {
+  const functionId = functionIdOf(job.destination);
+  if (functionId !== undefined) {
+    if (ctx.functions !== undefined) return runFunctionRound(job, functionId, ctx.functions);
+    const at = ctx.now();
+    return { kind: 'failed', id: job.id, owner: ctx.owner, at, firstAttemptAt: job.firstAttemptAt ?? at, attempts: [], lastError: 'function destinations are not available in this worker' };
+  }
   const startedAt = ctx.now();
   const prepared = prepare(job, ctx.destination(job.sourceId));
   if (typeof prepared === 'string') {
