@@ -57,7 +57,7 @@ const view = (record: FunctionDestinationRecord, code?: string): FunctionView =>
   name: record.name,
   version: record.version,
   enabled: record.enabled,
-  settings: maskSettings(record.settings as JsonObject),
+  settings: maskSettings(record.settings),
   ...(record.maxRequestsPerSecond !== undefined && { maxRequestsPerSecond: record.maxRequestsPerSecond }),
   createdAt: new Date(record.createdAt).toISOString(),
   updatedAt: new Date(record.updatedAt).toISOString(),
@@ -113,7 +113,7 @@ export class FunctionAdmin {
     const maxRequestsPerSecond = checkedRate(body['maxRequestsPerSecond']);
     const current = await this.requireFunction(sourceId, id);
     const code = body['code'] === undefined ? undefined : await this.checkedCode(body['code']);
-    const settings = sentSettings === undefined ? undefined : checkedSettings(mergeSettings(current.settings as JsonObject, sentSettings));
+    const settings = sentSettings === undefined ? undefined : checkedSettings(mergeSettings(current.settings, sentSettings));
     const saved = await this.store.updateFunctionDestination(id, { name, enabled, settings, maxRequestsPerSecond, code }, this.now());
     if (saved === undefined) throw notFound(id);
     const record = refused(saved, sourceId, name ?? current.name);

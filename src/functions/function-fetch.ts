@@ -75,7 +75,7 @@ export class FunctionFetcher {
       const response = await this.agent.request({
         origin: request.url.origin,
         path: `${request.url.pathname}${request.url.search}`,
-        method: request.method as 'GET',
+        method: request.method,
         headers: request.headers,
         body: request.body,
         signal: both,

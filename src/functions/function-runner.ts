@@ -108,7 +108,7 @@ export class FunctionRunner {
     const run = bridge.queue.then(() => this.callNow(sandbox, bridge, eventJson, settings));
     bridge.queue = run.catch(() => undefined);
     const result = await run;
-    const secrets = secretValues(settings as Record<string, never>);
+    const secrets = secretValues(settings);
     if (secrets.length === 0) return result;
     return {
       ...result,

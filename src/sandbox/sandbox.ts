@@ -294,8 +294,8 @@ async function installHost(isolate: ivm.Isolate, context: ivm.Context, host: San
   const setup = (await script.run(context, { reference: true, timeout: limits.timeoutMs })) as ivm.Reference<unknown>;
   const callbacks = host.callbacks.map((callback) => new ivm.Callback(callback, { sync: true }));
   const pair = (await setup.apply(undefined, callbacks, { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
-  const invoke = (await pair.get(0, { reference: true })) as ivm.Reference<unknown>;
-  const settle = (await pair.get(1, { reference: true })) as ivm.Reference<unknown>;
+  const invoke: ivm.Reference<unknown> = await pair.get(0, { reference: true });
+  const settle: ivm.Reference<unknown> = await pair.get(1, { reference: true });
   if (invoke.typeof !== 'function' || settle.typeof !== 'function') throw new Error('the host setup did not return [invoke, settle]');
   host.attach((...args: string[]) => {
     if (isolate.isDisposed) return;
