@@ -17,6 +17,8 @@ import { ReplayAdmin } from './replay-admin.js';
 import { replayRoutes } from './replay-routes.js';
 import type { SourceAdmin } from './source-admin.js';
 import { TransformationAdmin } from './transformation-admin.js';
+import { FunctionAdmin } from './function-admin.js';
+import { functionRoutes } from './function-routes.js';
 import { transformationRoutes } from './transformation-routes.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -71,6 +73,15 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       overviewRoutes(new OverviewAdmin(store, now)),
       transformationRoutes(new TransformationAdmin(store, now, sandboxLimitsFromEnv())),
       trackingPlanRoutes(new TrackingPlanAdmin(store, now, deps.directory)),
+      functionRoutes(
+        new FunctionAdmin(store, now, {
+          limits: sandboxLimitsFromEnv(),
+          allowPrivateReceivers: config.allowPrivateReceivers,
+          userAgent: config.userAgent,
+          deliveryTimeoutMs: config.deliveryTimeoutMs,
+          directory: deps.directory,
+        }),
+      ),
     ],
   };
 }

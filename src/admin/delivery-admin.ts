@@ -1,12 +1,15 @@
 import { ApiError } from '../errors.js';
-import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, Store } from '../store/store.js';
+import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
+import { functionIdOf } from '../domain/routing.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
 /** A delivery as the admin API and the CLI show it; times are ISO-8601. */
 export interface DeliveryView {
   readonly id: number;
   readonly sourceId: string;
+  /** `webhooks`, or `function` (with `functionId`). */
   readonly destination: string;
+  readonly functionId?: string;
   readonly messageSeq: number;
   readonly messageId?: string;
   readonly status: DeliveryStatus;
@@ -30,6 +33,8 @@ export interface AttemptView {
   readonly error?: string;
   readonly durationMs: number;
   readonly response?: AttemptResponse;
+  /** A function destination's call: version, outcome, errorType?, fetches, logs. */
+  readonly function?: FunctionRunRecord;
 }
 
 export interface DeliveryDetailView extends DeliveryView {
@@ -97,10 +102,12 @@ export class DeliveryAdmin {
 }
 
 export function viewDelivery(record: DeliveryRecord): DeliveryView {
+  const functionId = functionIdOf(record.destination);
   return {
     id: record.id,
     sourceId: record.sourceId,
-    destination: record.destination,
+    destination: functionId === undefined ? record.destination : 'function',
+    ...(functionId !== undefined && { functionId }),
     messageSeq: record.messageSeq,
     ...(record.messageId !== undefined && { messageId: record.messageId }),
     status: record.status,
@@ -127,6 +134,7 @@ function viewAttempt(attempt: AttemptRecord): AttemptView {
     ...(attempt.error !== undefined && { error: attempt.error }),
     durationMs: attempt.durationMs,
     ...(attempt.response !== undefined && { response: attempt.response }),
+    ...(attempt.functionRun !== undefined && { function: attempt.functionRun }),
   };
 }
 

@@ -85,6 +85,20 @@ const attempt: JsonSchema = {
       description: "The receiver's answer: its content-type and retry-after headers and the first 1 KB of its body",
       properties: { contentType: { type: 'string' }, retryAfter: { type: 'string' }, body: { type: 'string' }, bodyTruncated: { type: 'boolean' } },
     },
+    function: {
+      type: 'object',
+      description: "A function destination's call (the attempt's url is function:<id>)",
+      properties: {
+        version: { type: 'integer' },
+        outcome: { enum: ['delivered', 'retry', 'failed'] },
+        errorType: { type: 'string' },
+        fetches: {
+          type: 'array',
+          items: { type: 'object', properties: { method: { type: 'string' }, url: { type: 'string' }, status: { type: 'integer' }, error: { type: 'string' }, durationMs: { type: 'number' } } },
+        },
+        logs: { type: 'array', items: { type: 'string' } },
+      },
+    },
   },
 };
 
@@ -93,7 +107,8 @@ const delivery: JsonSchema = {
   properties: {
     id: { type: 'integer' },
     sourceId: { type: 'string' },
-    destination: { type: 'string' },
+    destination: { enum: ['webhooks', 'function'] },
+    functionId: { type: 'string', description: "The function destination's id, when destination is function" },
     messageSeq: { type: 'integer' },
     messageId: { type: 'string' },
     status: { enum: ['pending', 'succeeded', 'failed'] },

@@ -26,7 +26,7 @@ export interface AdminClient {
   readonly replays: Pick<ReplayAdmin, 'create' | 'list' | 'get' | 'cancel'>;
   readonly engage: Pick<EngageAdmin, 'list' | 'create' | 'get' | 'update' | 'remove' | 'members' | 'profile' | 'events'>;
   readonly debugger: Pick<DebuggerAdmin, 'list'> & { readonly follow: FollowDebugger };
-  readonly trackingPlans: Pick<TrackingPlanAdmin, 'get' | 'put' | 'delete'>;
+  readonly trackingPlans: Pick<TrackingPlanAdmin, 'get' | 'put' | 'delete' | 'violations' | 'observedSchema' | 'draftFromSchema'>;
   readonly transformations: Pick<TransformationAdmin, 'list' | 'create' | 'update' | 'get' | 'getVersion' | 'delete' | 'test'>;
 }
 

@@ -89,6 +89,9 @@ export function httpAdminClient(server: AdminServer): AdminClient {
       get: (sourceId) => get(`/sources/${at(sourceId)}/tracking-plan`),
       put: (sourceId, input) => call('PUT', `/sources/${at(sourceId)}/tracking-plan`, { body: input }),
       delete: (sourceId) => remove(`/sources/${at(sourceId)}/tracking-plan`),
+      violations: (sourceId, query) => get(`/sources/${at(sourceId)}/tracking-plan/violations`, query),
+      observedSchema: (sourceId, query) => get(`/sources/${at(sourceId)}/schema`, query),
+      draftFromSchema: (sourceId, query) => call('POST', `/sources/${at(sourceId)}/tracking-plan/from-schema`, { query }),
     },
     transformations: {
       list: () => get('/transformations'),

@@ -50,11 +50,11 @@ export async function trackingPlanCommand(argv: readonly string[], kit: CliKit):
         return { deleted: sourceId };
       });
     case 'violations':
-      return kit.withStore(flags, (store) => admin(store).violations(sourceId, { since: period.since }));
+      return kit.withAdmin(flags, (admin) => admin.trackingPlans.violations(sourceId, { since: period.since }));
     case 'schema':
-      return kit.withStore(flags, (store) => admin(store).observedSchema(sourceId, period));
+      return kit.withAdmin(flags, (admin) => admin.trackingPlans.observedSchema(sourceId, period));
     case 'draft':
-      return kit.withStore(flags, (store) => admin(store).draftFromSchema(sourceId, period));
+      return kit.withAdmin(flags, (admin) => admin.trackingPlans.draftFromSchema(sourceId, period));
     default:
       throw kit.usageError(`unknown tracking-plans command ${JSON.stringify(action ?? '')}`);
   }

@@ -7,6 +7,8 @@ import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import type { WebhookDestination, WebhookReceiver } from '../domain/webhook-settings.js';
 import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import { type Tracing, startDeliveryAttempt } from '../telemetry/tracing.js';
+import { functionIdOf } from '../domain/routing.js';
+import { type FunctionRoundContext, runFunctionRound } from './function-round.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
@@ -31,6 +33,8 @@ export interface RoundContext {
   readonly onPost: (result: PostResult) => void;
   /** On: a span per POST, child of the message's stored traceparent, sent to the receiver as `traceparent`. */
   readonly tracing: Tracing;
+  /** Rounds of deliveries to function destinations (`function:<id>`); undefined: none can be made here. */
+  readonly functions?: FunctionRoundContext | undefined;
 }
 
 /**
@@ -40,6 +44,12 @@ export interface RoundContext {
  * outcome to record. Resolves, never rejects.
  */
 export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise<DeliveryOutcome> {
+  const functionId = functionIdOf(job.destination);
+  if (functionId !== undefined) {
+    if (ctx.functions !== undefined) return runFunctionRound(job, functionId, ctx.functions);
+    const at = ctx.now();
+    return { kind: 'failed', id: job.id, owner: ctx.owner, at, firstAttemptAt: job.firstAttemptAt ?? at, attempts: [], lastError: 'function destinations are not available in this worker' };
+  }
   const startedAt = ctx.now();
   const prepared = prepare(job, ctx.destination(job.sourceId));
   if (typeof prepared === 'string') {

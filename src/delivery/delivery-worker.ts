@@ -13,6 +13,11 @@ import { OriginSlots, type OriginSlotsOptions } from './origin-slots.js';
 import { ReceiverRates } from './receiver-rates.js';
 import { OutcomeBatcher } from './outcome-batcher.js';
 import { WebhookSender } from './webhook-sender.js';
+import type { DestinationFilter } from '../domain/destination-filters.js';
+import type { FunctionDestinationRecord } from '../store/store.js';
+import { DEFAULT_FETCH_BOUNDS, FunctionFetcher } from '../functions/function-fetch.js';
+import { FunctionRunner } from '../functions/function-runner.js';
+import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 
 /** What the worker needs of the server's settings (the wiring builds it from `Config`). */
 export interface DeliverySettings {
@@ -27,6 +32,14 @@ export interface DeliverySettings {
   readonly userAgent: string;
   /** Whether receivers on loopback and private addresses are allowed. */
   readonly allowPrivateReceivers: boolean;
+}
+
+/** What the worker needs to run function destinations. */
+export interface WorkerFunctions {
+  readonly destination: (functionId: string) => FunctionDestinationRecord | undefined;
+  readonly filters: (sourceId: string) => readonly DestinationFilter[];
+  readonly code: (functionId: string, version: number) => Promise<string | undefined>;
+  readonly limits: SandboxLimits;
 }
 
 /** How hard the worker works; defaults in {@link defaultWorkerLimits}. */
@@ -52,6 +65,8 @@ export interface DeliveryWorkerOptions {
   /** The current Webhooks destination of a source, settings parsed (the SourceDirectory's view). */
   readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly settings: DeliverySettings;
+  /** Function destinations (the SourceDirectory's view and the store's code); undefined: their deliveries fail, saying so. */
+  readonly functions?: WorkerFunctions | undefined;
   readonly logger: Logger;
   readonly metrics?: Metrics | undefined;
   readonly limits?: Partial<WorkerLimits> | undefined;
@@ -136,6 +151,8 @@ export class DeliveryWorker {
   private readonly claimAtLeast: number;
   private readonly now: () => number;
   private readonly sender: WebhookSender;
+  private readonly functionRunner: FunctionRunner | undefined;
+  private readonly functionFetcher: FunctionFetcher | undefined;
   private readonly batcher: OutcomeBatcher;
   private readonly round: RoundContext;
   private readonly stopController = new AbortController();
@@ -181,20 +198,48 @@ export class DeliveryWorker {
       onFlushed: (outcomes, released) => this.noteDue(outcomes, released),
       onError: (error) => options.logger.error({ err: error }, 'recording delivery outcomes failed'),
     });
+    const breaker = new CircuitBreaker(this.limits.breaker);
+    const rates = new ReceiverRates(RATE_WAIT_MS);
+    const fns = options.functions;
+    if (fns !== undefined) {
+      this.functionFetcher = new FunctionFetcher({ timeoutMs: settings.deliveryTimeoutMs, allowPrivateReceivers: settings.allowPrivateReceivers, userAgent: settings.userAgent, ...DEFAULT_FETCH_BOUNDS });
+      this.functionRunner = new FunctionRunner(fns.limits, this.functionFetcher);
+    }
     this.round = {
       owner: this.owner,
       userAgent: settings.userAgent,
       policy: { baseMs: settings.retryBaseMs, maxDelayMs: settings.retryMaxDelayMs, windowMs: settings.retryWindowMs },
       destination: (sourceId) => options.destination(sourceId),
       sender: this.sender,
-      breaker: new CircuitBreaker(this.limits.breaker),
+      breaker,
       slots: new OriginSlots(slotOptions),
-      rates: new ReceiverRates(RATE_WAIT_MS),
+      rates,
       now: this.now,
       random: options.random ?? Math.random,
       stop: this.stopController.signal,
       onPost: (result) => options.metrics?.deliveryAttempts.inc({ outcome: result.metric }),
       tracing: options.tracing ?? NO_TRACING,
+      functions:
+        fns === undefined || this.functionRunner === undefined
+          ? undefined
+          : {
+              owner: this.owner,
+              policy: { baseMs: settings.retryBaseMs, maxDelayMs: settings.retryMaxDelayMs, windowMs: settings.retryWindowMs },
+              destination: fns.destination,
+              filters: fns.filters,
+              code: fns.code,
+              runner: this.functionRunner,
+              breaker,
+              // A function's isolate runs one call at a time: one slot each,
+              // so its backlog waits in the store, not in memory, and never
+              // holds the worker's slots from other destinations.
+              slots: new OriginSlots({ ...slotOptions, perOrigin: 1 }),
+              rates,
+              now: this.now,
+              random: options.random ?? Math.random,
+              stop: this.stopController.signal,
+              onCall: (result) => options.metrics?.deliveryAttempts.inc({ outcome: `function-${result.outcome}` }),
+            },
     };
   }
 
@@ -234,6 +279,8 @@ export class DeliveryWorker {
     }
     await this.batcher.flush();
     await this.sender.destroy();
+    this.functionRunner?.dispose();
+    await this.functionFetcher?.destroy();
   }
 
   private async loop(): Promise<void> {

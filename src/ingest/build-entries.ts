@@ -5,7 +5,7 @@ import { LIMITS, isJsonObject } from '../domain/message.js';
 import { sanitizeJson } from '../domain/json-safety.js';
 import { type CallContext, type PreparedCall, parseInstant, prepareCall } from '../domain/normalize.js';
 import { suppressionReason } from '../domain/regulation.js';
-import { type DestinationKind, isRoutedTo } from '../domain/routing.js';
+import { type DeliveryTarget, type DestinationKind, isRoutedTo, isRoutedToName } from '../domain/routing.js';
 import { shapeOf } from '../domain/observed-schema.js';
 import { type CompiledPlan } from '../domain/tracking-plan.js';
 import { checkAgainstPlan, type Violation } from '../domain/tracking-plan-check.js';
@@ -16,7 +16,9 @@ export interface RequestFacts {
   readonly source: SourceRecord;
   /** Enabled destinations of the source. */
   readonly destinations: readonly DestinationKind[];
-  /** The filters of the source's Webhooks destination, applied at routing time. */
+  /** The source's enabled function destinations (their names are their integrations keys). */
+  readonly functions?: ReadonlyArray<{ readonly target: DeliveryTarget; readonly name: string }> | undefined;
+  /** The filters of the source's Webhooks destination, applied at routing time (to its function destinations too). */
   readonly webhookFilters: readonly DestinationFilter[];
   /** The Webhooks destination orders per user (`settings.ordering: "user"`). */
   readonly orderedWebhooks?: boolean | undefined;
@@ -231,7 +233,7 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   // once per message, and spreads were a visible share of its CPU.
   const body = JSON.stringify(call.message);
   const receivedAt = facts.receivedAt;
-  const entry = (status: IngestEntry['status'], reason: string | undefined, destinations: readonly DestinationKind[]): IngestEntry => ({
+  const entry = (status: IngestEntry['status'], reason: string | undefined, destinations: readonly DeliveryTarget[]): IngestEntry => ({
     sourceId,
     status,
     reason,
@@ -249,13 +251,18 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   if (!facts.source.enabled) return entry('rejected', 'the source is disabled', NONE);
   if (plan?.action === 'block') return entry('blocked', blockedReason(plan.violations), NONE);
   const integrations = call.message['integrations'];
-  const routed = facts.destinations.filter((kind) => isRoutedTo(integrations, kind));
-  const accepted = (destinations: readonly DestinationKind[]): IngestEntry =>
+  const routedKinds = facts.destinations.filter((kind) => isRoutedTo(integrations, kind));
+  const functions = facts.functions;
+  // Function destinations after the Webhooks destination, by their names.
+  const routed: readonly DeliveryTarget[] =
+    functions === undefined || functions.length === 0 ? routedKinds : [...routedKinds, ...functions.filter((f) => isRoutedToName(integrations, f.name)).map((f) => f.target)];
+  const accepted = (destinations: readonly DeliveryTarget[]): IngestEntry =>
     suppressedBy === undefined ? entry('accepted', undefined, destinations) : entry('suppressed', suppressionReason(suppressedBy), NONE);
-  if (facts.webhookFilters.length > 0 && routed.includes('webhooks')) {
+  // The source's filters (kept with its Webhooks destination) apply to its function destinations too.
+  if (facts.webhookFilters.length > 0 && routed.length > 0) {
     const verdict = applyFilters(facts.webhookFilters, call.message);
     if (verdict.kind === 'filtered') {
-      const others = routed.filter((kind) => kind !== 'webhooks');
+      const others = routed.filter((kind) => kind !== 'webhooks' && !kind.startsWith('function:'));
       if (others.length === 0) return entry('filtered', `filter "${verdict.title}"`, NONE);
       return accepted(others);
     }
@@ -263,7 +270,7 @@ function toEntry(call: PreparedCall, facts: RequestFacts): IngestEntry {
   return accepted(routed);
 }
 
-const NONE: readonly DestinationKind[] = [];
+const NONE: readonly DeliveryTarget[] = [];
 
 /** A blocked message's reason: its violations, as JSON (the debugger shows it; the body's context has them too). */
 function blockedReason(violations: readonly Violation[]): string {

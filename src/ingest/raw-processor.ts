@@ -225,6 +225,7 @@ export class RawProcessor {
       const facts = {
         source,
         destinations: directory.enabledDestinations(source.id),
+        functions: directory.enabledFunctions(source.id),
         webhookFilters: directory.webhookFilters(source.id),
         orderedWebhooks: directory.webhookOrdering(source.id) === 'user',
         receivedAt: row.receivedAt,

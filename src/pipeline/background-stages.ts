@@ -76,7 +76,20 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   const { store, config, logger, metrics, directory, suppressions, now, tracing } = deps;
   const onError = (error: unknown): void => logger.error({ err: error }, 'background task failed');
 
-  const delivery = new DeliveryWorker({ store, destination: (sourceId) => directory.webhooks(sourceId), settings: deliverySettings(config), logger, metrics, tracing });
+  const delivery = new DeliveryWorker({
+    store,
+    destination: (sourceId) => directory.webhooks(sourceId),
+    functions: {
+      destination: (functionId) => directory.functionDestination(functionId),
+      filters: (sourceId) => directory.webhookFilters(sourceId),
+      code: async (functionId, version) => (await store.getFunctionCode(functionId, version))?.code,
+      limits: sandboxLimitsFromEnv(),
+    },
+    settings: deliverySettings(config),
+    logger,
+    metrics,
+    tracing,
+  });
   const regulations = new RegulationRunner({ store, now, newMessageId, pollMs: REGULATION_POLL_MS, onError });
   // Deletion steps wait until every raw request received before them is
   // processed; catching up wakes them (only when one waits).

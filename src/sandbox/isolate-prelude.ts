@@ -8,7 +8,9 @@
  * dispatcher touches, which changes only that transformation's own output).
  *
  * Protocol: dispatcher(fn, argsJson, metaJson?) → Promise<string>, the
- * string being `{"value":…,"logs":[…]}` or `{"error":"…","logs":[…]}`.
+ * string being `{"value":…,"logs":[…]}` or `{"error":"…","errorType"?:"…","logs":[…]}`
+ * (`errorType`: the thrown error's `name`, which function destinations'
+ * outcomes depend on).
  * `metaJson`, when given, becomes a last argument `metadata(event)`
  * returning a fresh copy of it (RudderStack's shape).
  */
@@ -55,7 +57,9 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
       if (out.length > RESULT_CHARS) return stringify({ error: 'the result is larger than ' + RESULT_CHARS + ' characters', logs: mine });
       return out;
     } catch (error) {
-      return stringify({ error: describe(error), logs: mine });
+      let errorType;
+      try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
+      return stringify({ error: describe(error), errorType, logs: mine });
     } finally {
       if (logs === mine) logs = null;
     }

@@ -38,6 +38,11 @@ export class SandboxPool {
     return sandbox;
   }
 
+  /** Whether a sandbox for `key` is live. */
+  has(key: string): boolean {
+    return this.sandboxes.has(key);
+  }
+
   /** Heap in use across the live isolates, in bytes. */
   heapBytes(): number {
     let total = 0;

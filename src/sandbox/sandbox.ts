@@ -12,12 +12,35 @@ export interface SandboxCode {
   readonly filename: string;
   /** The functions the host may call; those the code does not define are absent. */
   readonly entryPoints: readonly string[];
+  /** Host callbacks and the globals built on them (function destinations' `fetch`); none for transformations. */
+  readonly host?: SandboxHost | undefined;
+}
+
+/**
+ * What a program gets from the host beyond V8's built-ins. The boundary
+ * stays strings only:
+ * - `setup` is a script whose value is a function; it runs once per isolate,
+ *   after the prelude and before the user's code, with `callbacks` as its
+ *   arguments (isolated-vm `Callback`s: inside the isolate they are plain
+ *   functions whose arguments and result are copied, never References, so no
+ *   host object can be reached through them). It must return
+ *   `[invoke, settle]`, two functions of its own kept by the host only:
+ *   every call goes through `invoke(entryPoint, ...args)`, and
+ *   `settle(...strings)` is how the host answers asynchronous work later.
+ * - `attach` receives, for each isolate loaded, the function that calls
+ *   `settle` in it (it does nothing once that isolate is gone).
+ */
+export interface SandboxHost {
+  readonly setup: string;
+  /** Synchronous host functions: called with copies of what the isolate passed, they must return a string. */
+  readonly callbacks: ReadonlyArray<(...args: unknown[]) => string>;
+  readonly attach: (settle: (...args: string[]) => void) => void;
 }
 
 /** What one call gave back. `value` is the JSON text of what the function returned (undefined: it returned undefined). */
 export type CallResult =
   | { readonly ok: true; readonly value: unknown; readonly logs: string[]; readonly durationMs: number }
-  | { readonly ok: false; readonly error: string; readonly logs: string[]; readonly durationMs: number; readonly fault?: 'timeout' | 'memory' };
+  | { readonly ok: false; readonly error: string; readonly logs: string[]; readonly durationMs: number; readonly fault?: 'timeout' | 'memory'; readonly errorType?: string | undefined };
 
 /** Thrown when code does not compile or defines none of the entry points; line and column are 1-based when known. */
 export class CodeError extends Error {
@@ -36,6 +59,8 @@ interface Loaded {
   readonly context: ivm.Context;
   readonly dispatcher: ivm.Reference<(...args: unknown[]) => Promise<string>>;
   readonly functions: ReadonlyMap<string, ivm.Reference<unknown>>;
+  /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through. */
+  readonly invoke?: ivm.Reference<unknown> | undefined;
 }
 
 /**
@@ -120,7 +145,10 @@ export class Sandbox {
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     try {
-      const args = metaJson === undefined ? [fn.derefInto(), argsJson] : [fn.derefInto(), argsJson, metaJson];
+      // Through the host setup's invoke: `[name, ...args]`.
+      const target = loaded.invoke ?? fn;
+      const callArgs = loaded.invoke === undefined ? argsJson : `[${JSON.stringify(name)}${argsJson.trim() === '[]' ? '' : `,${argsJson.trim().slice(1, -1)}`}]`;
+      const args = metaJson === undefined ? [target.derefInto(), callArgs] : [target.derefInto(), callArgs, metaJson];
       // `timeout` bounds the synchronous part inside V8; the timer bounds
       // awaited promises too (a promise that never settles, a microtask loop)
       // by disposing the isolate, which ends whatever runs in it.
@@ -171,7 +199,7 @@ export class Sandbox {
 }
 
 /** Parses what the dispatcher returned: untrusted text, bounded before it is parsed. */
-type ParsedResult = { readonly ok: true; readonly value: unknown; readonly logs: string[] } | { readonly ok: false; readonly error: string; readonly logs: string[] };
+type ParsedResult = { readonly ok: true; readonly value: unknown; readonly logs: string[] } | { readonly ok: false; readonly error: string; readonly logs: string[]; readonly errorType?: string | undefined };
 
 function parseResult(text: unknown, maxChars: number, logChars: number): ParsedResult {
   if (typeof text !== 'string' || text.length > maxChars) return { ok: false, error: 'the result is too large', logs: [] };
@@ -182,7 +210,7 @@ function parseResult(text: unknown, maxChars: number, logChars: number): ParsedR
     return { ok: false, error: 'the result could not be read', logs: [] };
   }
   if (typeof parsed !== 'object' || parsed === null) return { ok: false, error: 'the result could not be read', logs: [] };
-  const record = parsed as { value?: unknown; error?: unknown; logs?: unknown };
+  const record = parsed as { value?: unknown; error?: unknown; errorType?: unknown; logs?: unknown };
   // The prelude bounds both, but user code can change what it serializes
   // (a toJSON on a prototype), so they are bounded again here.
   const logs: string[] = [];
@@ -196,7 +224,10 @@ function parseResult(text: unknown, maxChars: number, logChars: number): ParsedR
     logs.push(line);
     budget -= line.length;
   }
-  if (typeof record.error === 'string') return { ok: false, error: record.error.length > 1000 ? record.error.slice(0, 1000) + '…' : record.error, logs };
+  if (typeof record.error === 'string') {
+    const errorType = typeof record.errorType === 'string' ? record.errorType.slice(0, 100) : undefined;
+    return { ok: false, error: record.error.length > 1000 ? record.error.slice(0, 1000) + '…' : record.error, logs, ...(errorType !== undefined && { errorType }) };
+  }
   return { ok: true, value: record.value, logs };
 }
 
@@ -219,6 +250,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
     const context = await isolate.createContext();
     const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars), { filename: 'switchyard-prelude.js' });
     const dispatcher = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as ivm.Reference<(...args: unknown[]) => Promise<string>>;
+    const invoke = program.host === undefined ? undefined : await installHost(isolate, context, program.host, limits);
     const functions = new Map<string, ivm.Reference<unknown>>();
     if (program.kind === 'module') {
       let module: ivm.Module;
@@ -248,12 +280,30 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatcher, functions };
+    return { isolate, context, dispatcher, functions, invoke };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;
     throw codeErrorOf(error, 'the code failed as it loaded: ');
   }
+}
+
+/** Runs the host's setup script with its callbacks; resolves its `invoke` and attaches its `settle` (see {@link SandboxHost}). */
+async function installHost(isolate: ivm.Isolate, context: ivm.Context, host: SandboxHost, limits: SandboxLimits): Promise<ivm.Reference<unknown>> {
+  const script = await isolate.compileScript(host.setup, { filename: 'switchyard-host.js' });
+  const setup = (await script.run(context, { reference: true, timeout: limits.timeoutMs })) as ivm.Reference<unknown>;
+  const callbacks = host.callbacks.map((callback) => new ivm.Callback(callback, { sync: true }));
+  const pair = (await setup.apply(undefined, callbacks, { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
+  const invoke: ivm.Reference<unknown> = await pair.get(0, { reference: true });
+  const settle: ivm.Reference<unknown> = await pair.get(1, { reference: true });
+  if (invoke.typeof !== 'function' || settle.typeof !== 'function') throw new Error('the host setup did not return [invoke, settle]');
+  host.attach((...args: string[]) => {
+    if (isolate.isDisposed) return;
+    // Strings only, copied in; its result is ignored. A settle into a busy
+    // isolate queues behind what runs there; the call's own timer bounds it.
+    settle.apply(undefined, args, { arguments: { copy: true }, timeout: limits.timeoutMs }).catch(() => undefined);
+  });
+  return invoke;
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number, isolate: ivm.Isolate, what: string): Promise<T> {

@@ -1,12 +1,18 @@
 import type { DestinationFilter } from '../domain/destination-filters.js';
-import type { DestinationKind } from '../domain/routing.js';
+import { type DestinationKind, type FunctionTarget, functionTarget } from '../domain/routing.js';
 import { type WebhookDestination, type WebhookOrdering, webhookDestination } from '../domain/webhook-settings.js';
-import type { DestinationRecord, SourceRecord, TrackingPlanRecord, TrackingPlanStore } from '../store/store.js';
+import type { DestinationRecord, FunctionDestinationRecord, FunctionStore, SourceRecord, TrackingPlanRecord, TrackingPlanStore } from '../store/store.js';
 import { sha256Hex } from '../util/crypto.js';
 import { ConfigSnapshot, type ConfigSource } from '../store/config-snapshot.js';
 import { type CompiledPlan, type TrackingPlanDefinition, compileTrackingPlan } from '../domain/tracking-plan.js';
 
-type DirectorySource = ConfigSource & Pick<TrackingPlanStore, 'listTrackingPlans'>;
+type DirectorySource = ConfigSource & Pick<TrackingPlanStore, 'listTrackingPlans'> & Pick<FunctionStore, 'listFunctionDestinations'>;
+
+/** An enabled function destination as routing needs it: its delivery target and its integrations key. */
+export interface RoutedFunction {
+  readonly target: FunctionTarget;
+  readonly name: string;
+}
 
 interface Snapshot {
   readonly byKeyHash: ReadonlyMap<string, SourceRecord>;
@@ -16,11 +22,15 @@ interface Snapshot {
   readonly webhooks: ReadonlyMap<string, WebhookDestination>;
   /** The current tracking plan of each source that has one (compiled on first use: see `trackingPlan`). */
   readonly plans: ReadonlyMap<string, TrackingPlanRecord>;
+  /** Function destinations by id, and the enabled ones of each source (oldest first). */
+  readonly functions: ReadonlyMap<string, FunctionDestinationRecord>;
+  readonly enabledFunctions: ReadonlyMap<string, readonly RoutedFunction[]>;
 }
 
 const NO_FILTERS: readonly DestinationFilter[] = [];
 
-const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map(), webhooks: new Map(), plans: new Map() };
+const EMPTY: Snapshot = { byKeyHash: new Map(), byId: new Map(), destinations: new Map(), webhooks: new Map(), plans: new Map(), functions: new Map(), enabledFunctions: new Map() };
+const NO_FUNCTIONS: readonly RoutedFunction[] = [];
 
 /**
  * Sources and their destinations, held in memory for the hot paths (write-key
@@ -128,6 +138,16 @@ export class SourceDirectory {
     return check?.ok === true ? (check.settings.ordering ?? 'none') : 'none';
   }
 
+  /** A function destination by id (enabled or not), its settings unmasked: the delivery worker's view. */
+  functionDestination(id: string): FunctionDestinationRecord | undefined {
+    return this.snapshot.current.functions.get(id);
+  }
+
+  /** The source's enabled function destinations, oldest first. */
+  enabledFunctions(sourceId: string): readonly RoutedFunction[] {
+    return this.snapshot.current.enabledFunctions.get(sourceId) ?? NO_FUNCTIONS;
+  }
+
   /** Kinds of the source's destinations that are enabled. */
   enabledDestinations(sourceId: string): DestinationKind[] {
     const all = this.snapshot.current.destinations.get(sourceId);
@@ -137,7 +157,14 @@ export class SourceDirectory {
 }
 
 async function loadSnapshot(store: DirectorySource): Promise<Snapshot> {
-  const [sources, destinations, plans] = await Promise.all([store.listSources(), store.listDestinations(), store.listTrackingPlans()]);
+  const [sources, destinations, plans, functionList] = await Promise.all([store.listSources(), store.listDestinations(), store.listTrackingPlans(), store.listFunctionDestinations()]);
+  const enabledFunctions = new Map<string, RoutedFunction[]>();
+  for (const fn of functionList) {
+    if (!fn.enabled) continue;
+    let list = enabledFunctions.get(fn.sourceId);
+    if (list === undefined) enabledFunctions.set(fn.sourceId, (list = []));
+    list.push({ target: functionTarget(fn.id), name: fn.name });
+  }
   const byDestination = new Map<string, Map<DestinationKind, DestinationRecord>>();
   const webhooks = new Map<string, WebhookDestination>();
   for (const destination of destinations) {
@@ -152,5 +179,7 @@ async function loadSnapshot(store: DirectorySource): Promise<Snapshot> {
     destinations: byDestination,
     webhooks,
     plans: new Map(plans.map((p) => [p.sourceId, p])),
+    functions: new Map(functionList.map((f) => [f.id, f])),
+    enabledFunctions,
   };
 }

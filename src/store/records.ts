@@ -2,7 +2,7 @@ import type { MessageStatus } from '../domain/message.js';
 import type { MessageShape } from '../domain/observed-schema.js';
 import type { Violation } from '../domain/tracking-plan-check.js';
 import type { RegulationStatus, RegulationStepStatus, RegulationType } from '../domain/regulation.js';
-import type { DestinationKind } from '../domain/routing.js';
+import type { DeliveryTarget, DestinationKind } from '../domain/routing.js';
 
 /**
  * The records the `Store` contract takes and gives, but those of
@@ -45,7 +45,7 @@ export interface IngestEntry {
   /** The message as JSON text, exactly as it will be delivered. */
   readonly body: string;
   /** Destinations to create delivery jobs for, when the entry is stored as accepted. */
-  readonly destinations: readonly DestinationKind[];
+  readonly destinations: readonly DeliveryTarget[];
   /** The Webhooks delivery is created `transforming`: the source's destination has a transformation. */
   readonly transforming?: boolean | undefined;
   /**
@@ -156,7 +156,7 @@ export interface ClaimRequest {
 export interface ClaimedDelivery {
   readonly id: number;
   readonly sourceId: string;
-  readonly destination: DestinationKind;
+  readonly destination: DeliveryTarget;
   readonly messageSeq: number;
   /** The stored message JSON. */
   readonly body: string;
@@ -180,6 +180,28 @@ export interface AttemptRecord {
   readonly durationMs: number;
   /** What the receiver answered, when it answered: bounded by the sender (see webhook-sender.ts). */
   readonly response?: AttemptResponse | undefined;
+  /** A function destination's call: its outcome, fetches and logs (bounded by the function runner). */
+  readonly functionRun?: FunctionRunRecord | undefined;
+}
+
+/** What one call of a function destination did, as its attempt records it. */
+export interface FunctionRunRecord {
+  readonly version: number;
+  /** `delivered`, `retry` or `failed`. */
+  readonly outcome: 'delivered' | 'retry' | 'failed';
+  /** The error class thrown (RetryError, EventNotSupported, …), when one was. */
+  readonly errorType?: string | undefined;
+  readonly fetches: readonly FetchRecord[];
+  readonly logs: readonly string[];
+}
+
+/** One `fetch` a function made. */
+export interface FetchRecord {
+  readonly method: string;
+  readonly url: string;
+  readonly status?: number | undefined;
+  readonly error?: string | undefined;
+  readonly durationMs: number;
 }
 
 /** The part of a receiver's answer the attempt log keeps. */
@@ -245,7 +267,7 @@ export interface RequeueFilter {
 export interface DeliveryRecord {
   readonly id: number;
   readonly sourceId: string;
-  readonly destination: DestinationKind;
+  readonly destination: DeliveryTarget;
   readonly messageSeq: number;
   readonly messageId: string | undefined;
   readonly status: DeliveryStatus;
@@ -379,4 +401,6 @@ export interface ReplayPage {
   readonly at: number;
   /** The destination has a transformation: the deliveries are created `transforming` (it runs again on each). */
   readonly transforming?: boolean | undefined;
+  /** Where the page's deliveries go (default: the Webhooks destination). */
+  readonly destination?: DeliveryTarget | undefined;
 }

@@ -6,10 +6,11 @@
  */
 import type { MessageStatus } from '../domain/message.js';
 import type { RegulationStepStatus } from '../domain/regulation.js';
-import type { DestinationKind } from '../domain/routing.js';
+import type { DeliveryTarget, DestinationKind } from '../domain/routing.js';
 import type {
   AttemptRecord,
   AttemptResponse,
+  FunctionRunRecord,
   ClaimedDelivery,
   DeliveryRecord,
   DeliveryStatus,
@@ -66,7 +67,7 @@ export interface DeliveryRow {
   id: number;
   source_id: string;
   message_seq: number;
-  destination: DestinationKind;
+  destination: DeliveryTarget;
   status: DeliveryStatus;
   attempt_count: number;
   next_attempt_at: number | null;
@@ -118,6 +119,8 @@ export interface AttemptRow {
   duration_ms: number;
   /** JSON of AttemptResponse; null for attempts without an answer or recorded before it was kept. */
   response: string | null;
+  /** JSON of FunctionRunRecord; only for a function destination's attempts. */
+  function_run?: string | null;
 }
 
 export interface MessageRow {
@@ -199,6 +202,7 @@ export function toAttemptRecord(row: AttemptRow): AttemptRecord {
     error: row.error ?? undefined,
     durationMs: row.duration_ms,
     ...(row.response !== null && row.response !== undefined && { response: JSON.parse(row.response) as AttemptResponse }),
+    ...(row.function_run !== null && row.function_run !== undefined && { functionRun: JSON.parse(row.function_run) as FunctionRunRecord }),
   };
 }
 

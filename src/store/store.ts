@@ -4,11 +4,13 @@ import type { TrackingPlanStore } from './tracking-plan-records.js';
 import type { ObservationStore } from './observation-records.js';
 import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
+import type { FunctionStore } from './function-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
 
 export type * from './records.js';
 export type * from './engage-records.js';
 export type * from './transformation-records.js';
+export type * from './function-records.js';
 export type * from './tracking-plan-records.js';
 export type * from './observation-records.js';
 
@@ -17,7 +19,9 @@ export type * from './observation-records.js';
  *
  * Glossary
  * - source: where messages come from; owns a write key and destinations.
- * - destination: where a source's messages go; today only `webhooks`.
+ * - destination: where a source's messages go: its `webhooks` destination,
+ *   and up to five function destinations (`deliveries.destination` is
+ *   `webhooks` or `function:<id>`).
  * - message: one stored call, whatever its status (the debugger reads these).
  * - delivery: the job of sending one accepted message to one destination.
  *   `pending` until it succeeds or gives up (`failed`); a failed one can be
@@ -66,6 +70,7 @@ export interface Store
     ReplayStore,
     EngageStore,
     TransformationStore,
+    FunctionStore,
     TrafficStore,
     ChangeFeed,
     RetentionStore,

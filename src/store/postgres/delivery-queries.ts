@@ -86,6 +86,7 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
     error: [] as Array<string | null>,
     durationMs: [] as number[],
     response: [] as Array<string | null>,
+    functionRun: [] as Array<string | null>,
   };
   // In id order, so that two statements touching the same rows (a worker
   // whose lease ran out, and its successor) lock them in the same order.
@@ -112,6 +113,7 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
       a.error.push(textColumn(attempt.error));
       a.durationMs.push(Math.round(attempt.durationMs));
       a.response.push(attempt.response === undefined ? null : textColumn(JSON.stringify(attempt.response))!);
+      a.functionRun.push(attempt.functionRun === undefined ? null : textColumn(JSON.stringify(attempt.functionRun))!);
     }
   }
   // A transaction: the successors of deliveries that ended are released by a
@@ -144,14 +146,14 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
          GROUP BY 1, 3
          ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count),
        attempts AS (
-         INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response)
-         SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms, a.response
-         FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[], $15::text[])
-           WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, response, ord)
+         INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response, function_run)
+         SELECT a.delivery_id, a.at, a.url, a.status_code, a.error, a.duration_ms, a.response, a.function_run
+         FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::text[], $14::int[], $15::text[], $16::text[])
+           WITH ORDINALITY AS a(delivery_id, at, url, status_code, error, duration_ms, response, function_run, ord)
          WHERE a.delivery_id IN (SELECT id FROM finished)
          ORDER BY a.ord)
        SELECT id FROM finished WHERE status <> 'pending'`,
-      values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs, a.response],
+      values: [o.id, o.owner, o.kind, o.at, o.firstAttemptAt, o.nextAttemptAt, o.retryUrls, o.lastError, a.deliveryId, a.at, a.url, a.statusCode, a.error, a.durationMs, a.response, a.functionRun],
     });
     return releaseSuccessors(
       client,
@@ -186,7 +188,7 @@ export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDe
   const row = rows[0];
   if (row === undefined) return undefined;
   const attempts = await pool.query<AttemptRow>(
-    `SELECT at, url, status_code, error, duration_ms, response FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
+    `SELECT at, url, status_code, error, duration_ms, response, function_run FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
     [id],
   );
   return { ...toDeliveryRecord(row), attempts: attempts.rows.map(toAttemptRecord) };

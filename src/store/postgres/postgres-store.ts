@@ -56,6 +56,8 @@ import { migrate } from './migrations.js';
 import * as regulations from './regulation-queries.js';
 import * as replays from './replay-queries.js';
 import * as transformations from './transformation-queries.js';
+import * as functions from './function-queries.js';
+import type { FunctionCodeRecord, FunctionDestinationPatch, FunctionDestinationRecord, FunctionWriteRefusal, NewFunctionDestination } from '../function-records.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import * as sources from './source-queries.js';
 import * as trackingPlans from './tracking-plan-queries.js';
@@ -371,6 +373,32 @@ export class PostgresStore implements Store {
       const count = await deliveries.requeueFailedDeliveries(client, filter, now);
       return { value: count, topics: count > 0 ? ['deliveries'] : [] };
     });
+  }
+
+  // --- function destinations ----------------------------------------------------------
+
+  async insertFunctionDestination(fn: NewFunctionDestination, maxPerSource: number): Promise<FunctionDestinationRecord | FunctionWriteRefusal> {
+    return this.configChange((client) => functions.insertFunctionDestination(client, fn, maxPerSource));
+  }
+
+  async updateFunctionDestination(id: string, patch: FunctionDestinationPatch, at: number): Promise<FunctionDestinationRecord | FunctionWriteRefusal | undefined> {
+    return this.configChange((client) => functions.updateFunctionDestination(client, id, patch, at));
+  }
+
+  async listFunctionDestinations(sourceId?: string): Promise<FunctionDestinationRecord[]> {
+    return functions.listFunctionDestinations(this.pool, sourceId);
+  }
+
+  async getFunctionDestination(id: string): Promise<FunctionDestinationRecord | undefined> {
+    return functions.getFunctionDestination(this.pool, id);
+  }
+
+  async getFunctionCode(id: string, version?: number): Promise<FunctionCodeRecord | undefined> {
+    return functions.getFunctionCode(this.pool, id, version);
+  }
+
+  async deleteFunctionDestination(id: string): Promise<boolean> {
+    return this.configChange((client) => functions.deleteFunctionDestination(client, id));
   }
 
   // --- transformations -------------------------------------------------------------------

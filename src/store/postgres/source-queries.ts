@@ -45,6 +45,8 @@ export async function deleteSource(client: pg.ClientBase, id: string): Promise<b
   await client.query('DELETE FROM replays WHERE source_id = $1', [id]);
   await client.query('DELETE FROM tracking_plans WHERE source_id = $1', [id]);
   for (const table of ['observed_paths', 'observed_events', 'plan_violations']) await client.query(`DELETE FROM ${table} WHERE source_id = $1`, [id]);
+  await client.query('DELETE FROM function_versions WHERE function_id IN (SELECT id FROM function_destinations WHERE source_id = $1)', [id]);
+  await client.query('DELETE FROM function_destinations WHERE source_id = $1', [id]);
   return true;
 }
 

@@ -9,7 +9,7 @@ import type {
   RequeueFilter,
 } from '../store.js';
 import type { TrafficQueries } from './traffic-queries.js';
-import type { DestinationKind } from '../../domain/routing.js';
+import type { DeliveryTarget } from '../../domain/routing.js';
 import { DeliveryOrder } from './delivery-order.js';
 import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
 
@@ -21,7 +21,7 @@ import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } 
 type DueRow = [
   id: number,
   sourceId: string,
-  destination: DestinationKind,
+  destination: DeliveryTarget,
   messageSeq: number,
   attemptCount: number,
   firstAttemptAt: number | null,
@@ -71,7 +71,7 @@ export class DeliveryQueries {
       UPDATE deliveries SET next_attempt_at = ?, lease_owner = NULL, updated_at = ?
       WHERE id = ? AND lease_owner = ? AND status = 'pending'`);
     this.insertAttempt = db.prepare(`
-      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response) VALUES (?, ?, ?, ?, ?, ?, ?)`);
+      INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response, function_run) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
     this.nextDue = db.prepare(`SELECT MIN(next_attempt_at) AS due FROM deliveries WHERE status = 'pending'`);
     this.order = new DeliveryOrder(db);
 
@@ -126,7 +126,7 @@ export class DeliveryQueries {
     ).changes;
     if (changed === 0) return false;
     for (const attempt of outcome.attempts) {
-      this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs), attempt.response === undefined ? null : JSON.stringify(attempt.response));
+      this.insertAttempt.run(outcome.id, attempt.at, attempt.url, attempt.statusCode ?? null, attempt.error ?? null, Math.round(attempt.durationMs), attempt.response === undefined ? null : JSON.stringify(attempt.response), attempt.functionRun === undefined ? null : JSON.stringify(attempt.functionRun));
     }
     return true;
   }
@@ -166,7 +166,7 @@ export class DeliveryQueries {
       .get(id) as DeliveryRow | undefined;
     if (row === undefined) return undefined;
     const attempts = this.db
-      .prepare(`SELECT at, url, status_code, error, duration_ms, response FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`)
+      .prepare(`SELECT at, url, status_code, error, duration_ms, response, function_run FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`)
       .all(id) as AttemptRow[];
     return { ...toDeliveryRecord(row), attempts: attempts.map(toAttemptRecord) };
   }

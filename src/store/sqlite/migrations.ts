@@ -405,6 +405,33 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE messages ADD COLUMN traceparent TEXT;
   `,
+  // Function destinations (issue 25): up to five per source beside its
+  // Webhooks destination, each with its versions of code. A delivery to one
+  // has destination 'function:<id>'; its attempts record the call
+  // (delivery_attempts.function_run: JSON {version, outcome, errorType?,
+  // fetches, logs}).
+  `
+  CREATE TABLE function_destinations (
+    id                      TEXT PRIMARY KEY,
+    source_id               TEXT NOT NULL,
+    name                    TEXT NOT NULL,
+    enabled                 INTEGER NOT NULL,
+    settings                TEXT NOT NULL,
+    max_requests_per_second INTEGER,
+    latest_version          INTEGER NOT NULL,
+    created_at              INTEGER NOT NULL,
+    updated_at              INTEGER NOT NULL,
+    UNIQUE (source_id, name)
+  );
+  CREATE TABLE function_versions (
+    function_id TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    code        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (function_id, version)
+  );
+  ALTER TABLE delivery_attempts ADD COLUMN function_run TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

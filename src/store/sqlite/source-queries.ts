@@ -4,6 +4,7 @@
 import type { Database } from 'better-sqlite3';
 import type { DestinationKind } from '../../domain/routing.js';
 import { sha256Hex } from '../../util/crypto.js';
+import { deleteSourceFunctions } from './function-queries.js';
 import { type DestinationRow, type SourceRow, toDestination, toSource } from '../rows.js';
 import type { DestinationRecord, SourcePatch, SourceRecord } from '../store.js';
 
@@ -49,6 +50,7 @@ export function deleteSource(db: Database, id: string): boolean {
   db.prepare('DELETE FROM replays WHERE source_id = ?').run(id);
   db.prepare('DELETE FROM tracking_plans WHERE source_id = ?').run(id);
   for (const table of ['observed_paths', 'observed_events', 'plan_violations']) db.prepare(`DELETE FROM ${table} WHERE source_id = ?`).run(id);
+  deleteSourceFunctions(db, id);
   return true;
 }
 

@@ -57,6 +57,8 @@ import { makePrivateDir, makePrivateFile } from './private-files.js';
 import { RegulationQueries } from './regulation-queries.js';
 import { ReplayQueries } from './replay-queries.js';
 import { TransformationQueries } from './transformation-queries.js';
+import * as functions from './function-queries.js';
+import type { FunctionCodeRecord, FunctionDestinationPatch, FunctionDestinationRecord, FunctionWriteRefusal, NewFunctionDestination } from '../function-records.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 import { WriteLock } from './write-lock.js';
 import * as sources from './source-queries.js';
@@ -476,6 +478,32 @@ export class SqliteStore implements Store {
     const count = await this.write(() => this.deliveries.requeueFailed(filter, now));
     if (count > 0) this.emit('deliveries');
     return count;
+  }
+
+  // --- function destinations ----------------------------------------------------------
+
+  async insertFunctionDestination(fn: NewFunctionDestination, maxPerSource: number): Promise<FunctionDestinationRecord | FunctionWriteRefusal> {
+    return this.configChange(() => functions.insertFunctionDestination(this.db, fn, maxPerSource));
+  }
+
+  async updateFunctionDestination(id: string, patch: FunctionDestinationPatch, at: number): Promise<FunctionDestinationRecord | FunctionWriteRefusal | undefined> {
+    return this.configChange(() => functions.updateFunctionDestination(this.db, id, patch, at));
+  }
+
+  async listFunctionDestinations(sourceId?: string): Promise<FunctionDestinationRecord[]> {
+    return functions.listFunctionDestinations(this.db, sourceId);
+  }
+
+  async getFunctionDestination(id: string): Promise<FunctionDestinationRecord | undefined> {
+    return functions.getFunctionDestination(this.db, id);
+  }
+
+  async getFunctionCode(id: string, version?: number): Promise<FunctionCodeRecord | undefined> {
+    return functions.getFunctionCode(this.db, id, version);
+  }
+
+  async deleteFunctionDestination(id: string): Promise<boolean> {
+    return this.configChange(() => functions.deleteFunctionDestination(this.db, id));
   }
 
   // --- transformations -------------------------------------------------------------------

@@ -1,0 +1,163 @@
+import { redact, secretValues } from '../domain/function-settings.js';
+import { type Sandbox, type SandboxCode, type SandboxHost, checkCode } from '../sandbox/sandbox.js';
+import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
+import { SandboxPool } from '../sandbox/sandbox-pool.js';
+import type { FetchRecord } from '../store/store.js';
+import { FUNCTION_GLOBALS } from './function-globals.js';
+import { FetchSession, type FunctionFetcher, parseUrlJson } from './function-fetch.js';
+
+/** Segment's handler for each message type. */
+export const HANDLERS: Readonly<Record<string, string>> = Object.freeze({
+  track: 'onTrack',
+  identify: 'onIdentify',
+  page: 'onPage',
+  screen: 'onScreen',
+  group: 'onGroup',
+  alias: 'onAlias',
+  delete: 'onDelete',
+});
+
+const ENTRY_POINTS = Object.values(HANDLERS);
+
+/** One version of a function's code, as the runner needs it. */
+export interface FunctionCode {
+  readonly id: string;
+  readonly version: number;
+  readonly code: string;
+}
+
+/**
+ * How one call ended (INTERFACE.md, "Function destinations"): `delivered`
+ * when the handler returned; `retry` for RetryError, a network error or
+ * timeout of `fetch` thrown out of the handler, or the call running past
+ * its time; `failed` for everything else (EventNotSupported, a missing
+ * handler, InvalidEventPayload, ValidationError, any other throw).
+ */
+export interface FunctionCallResult {
+  readonly outcome: 'delivered' | 'retry' | 'failed';
+  readonly error?: string | undefined;
+  readonly errorType?: string | undefined;
+  readonly fetches: readonly FetchRecord[];
+  readonly logs: readonly string[];
+  readonly durationMs: number;
+}
+
+/**
+ * The host side of one isolate's bridge: which call's fetch session is
+ * live, and how to answer the isolate. Calls through one bridge run one at a
+ * time (`queue`), so a fetch always belongs to the call in flight.
+ */
+class FunctionBridge {
+  session: FetchSession | undefined;
+  settle: ((...args: string[]) => void) | undefined;
+  queue: Promise<unknown> = Promise.resolve();
+
+  readonly host: SandboxHost = {
+    setup: FUNCTION_GLOBALS,
+    callbacks: [
+      (requestJson: unknown) => (this.session === undefined ? JSON.stringify({ error: 'fetch is only available while a handler runs' }) : this.session.start(requestJson)),
+      (input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value),
+    ],
+    attach: (settle) => {
+      this.settle = settle;
+    },
+  };
+}
+
+/** Segment's code shape: a script defining global `onTrack`, `onIdentify`, … functions. */
+export function functionProgram(code: string, host: SandboxHost): SandboxCode {
+  return { code, kind: 'script', filename: 'function.js', entryPoints: ENTRY_POINTS, host };
+}
+
+/** Refuses code that does not compile, throws as it loads or defines no handler; rejects with a CodeError. */
+export async function checkFunctionCode(code: string, limits: SandboxLimits): Promise<string[]> {
+  return checkCode(functionProgram(code, new FunctionBridge().host), limits);
+}
+
+/**
+ * Runs function destinations' handlers: one isolate per function version
+ * (pooled, as transformations), one message per call, the call's `fetch`
+ * bridged to {@link FunctionFetcher}.
+ */
+export class FunctionRunner {
+  readonly pool: SandboxPool;
+  private readonly bridges = new WeakMap<Sandbox, FunctionBridge>();
+
+  constructor(
+    readonly limits: SandboxLimits,
+    private readonly fetcher: FunctionFetcher,
+    maxIsolates?: number,
+  ) {
+    this.pool = new SandboxPool(limits, maxIsolates);
+  }
+
+  /** Whether the isolate of this version is loaded (its code need not be read again). */
+  has(id: string, version: number): boolean {
+    return this.pool.has(`${id}@${version}`);
+  }
+
+  /** Calls the handler of the message's type with the message and the settings; never rejects. */
+  async run(fn: FunctionCode, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+    let created: FunctionBridge | undefined;
+    const sandbox = this.pool.get(`${fn.id}@${fn.version}`, () => {
+      created = new FunctionBridge();
+      return functionProgram(fn.code, created.host);
+    });
+    if (created !== undefined) this.bridges.set(sandbox, created);
+    const bridge = this.bridges.get(sandbox)!;
+    const run = bridge.queue.then(() => this.callNow(sandbox, bridge, eventJson, settings));
+    bridge.queue = run.catch(() => undefined);
+    const result = await run;
+    const secrets = secretValues(settings);
+    if (secrets.length === 0) return result;
+    return {
+      ...result,
+      error: result.error === undefined ? undefined : redact(result.error, secrets),
+      fetches: result.fetches.map((f) => ({ ...f, url: redact(f.url, secrets), ...(f.error !== undefined && { error: redact(f.error, secrets) }) })),
+      logs: result.logs.map((line) => redact(line, secrets)),
+    };
+  }
+
+  private async callNow(sandbox: Sandbox, bridge: FunctionBridge, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+    const started = performance.now();
+    const took = (): number => Math.round((performance.now() - started) * 100) / 100;
+    let type: unknown;
+    try {
+      type = (JSON.parse(eventJson) as { type?: unknown } | null)?.type;
+    } catch {
+      return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
+    }
+    let names: string[];
+    try {
+      names = await sandbox.entryPoints();
+    } catch (error) {
+      return { outcome: 'failed', error: error instanceof Error ? error.message : String(error), fetches: [], logs: [], durationMs: took() };
+    }
+    const handler = typeof type === 'string' && Object.hasOwn(HANDLERS, type) ? HANDLERS[type]! : undefined;
+    if (handler === undefined || !names.includes(handler)) {
+      const what = typeof type === 'string' ? type.slice(0, 40) : 'a message without a type';
+      return { outcome: 'failed', errorType: 'EventNotSupported', error: `${what} is not supported${handler === undefined ? '' : ` (the code defines no ${handler})`}`, fetches: [], logs: [], durationMs: took() };
+    }
+    const session = new FetchSession(this.fetcher, (id, answer) => bridge.settle?.(id, answer));
+    bridge.session = session;
+    let result;
+    try {
+      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`);
+    } finally {
+      bridge.session = undefined;
+      session.close();
+    }
+    const fetches = session.records.map((r) => ({ ...r }));
+    if (result.ok) return { outcome: 'delivered', fetches, logs: result.logs, durationMs: result.durationMs };
+    const base = { error: result.error, errorType: result.errorType, fetches, logs: result.logs, durationMs: result.durationMs };
+    if (result.fault === 'timeout') return { ...base, outcome: 'retry', errorType: 'Timeout' };
+    if (result.errorType === 'RetryError') return { ...base, outcome: 'retry' };
+    // A fetch's network error or timeout, thrown on out of the handler.
+    if (result.errorType === 'TypeError' && session.retriableErrors.has(result.error)) return { ...base, outcome: 'retry' };
+    return { ...base, outcome: 'failed' };
+  }
+
+  dispose(): void {
+    this.pool.dispose();
+  }
+}
