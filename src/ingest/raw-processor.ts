@@ -5,7 +5,7 @@ import type { WebhookDestination } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
-import type { AppendResult, ChangeFeed, IngestEntry, IngestStore, RawRequest } from '../store/store.js';
+import { type AppendResult, type ChangeFeed, type IngestEntry, type IngestStore, ProcessingLockNeeded, type RawRequest } from '../store/store.js';
 import { PassLoop } from '../util/pass-loop.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 
@@ -145,16 +145,24 @@ export class RawProcessor {
   /** Resolves whether the batch took every raw request there was (see RawProcessed.caughtUp). */
   private async processBatch(): Promise<boolean> {
     const { store, now } = this.options;
+    let ordered = this.options.directory.anyOrderedWebhooks();
     for (let tries = 0; ; tries++) {
       // Plans compile here, outside the transaction (once per plan version).
       this.options.directory.compileTrackingPlans();
       try {
-        const { results, caughtUp } = await store.processRawRequests(LIMITS, (rows) => rows.map((row) => this.entriesFor(row, tries === 0)), now() - DEDUPLICATION_WINDOW_MS);
+        const build = (rows: readonly RawRequest[]): IngestEntry[][] => rows.map((row) => this.entriesFor(row, tries === 0));
+        const { results, caughtUp } = await store.processRawRequests(LIMITS, build, now() - DEDUPLICATION_WINDOW_MS, { ordered });
         this.count(results);
         return caughtUp;
       } catch (error) {
+        if (error instanceof ProcessingLockNeeded && tries <= 2) {
+          // An ordered destination appeared while the batch was built: again, under the lock.
+          ordered = true;
+          continue;
+        }
         if (!(error instanceof ConfigBehind) || tries > 2) throw error;
         await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);
+        ordered = this.options.directory.anyOrderedWebhooks();
       }
     }
   }
