@@ -6,7 +6,7 @@ import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { TraceSpan, Tracing } from '../telemetry/tracing.js';
-import type { AppendResult, ChangeFeed, IngestEntry, IngestStore, RawRequest } from '../store/store.js';
+import { type AppendResult, type ChangeFeed, type IngestEntry, type IngestStore, ProcessingLockNeeded, type RawRequest } from '../store/store.js';
 import { PassLoop } from '../util/pass-loop.js';
 import { entriesForBatch, entriesForCall } from './build-entries.js';
 
@@ -160,24 +160,29 @@ export class RawProcessor {
   /** Resolves whether the batch took every raw request there was (see RawProcessed.caughtUp). */
   private async processBatch(): Promise<boolean> {
     const { store, now } = this.options;
+    let ordered = this.options.directory.anyOrderedWebhooks();
     for (let tries = 0; ; tries++) {
       // Plans compile here, outside the transaction (once per plan version).
       this.options.directory.compileTrackingPlans();
       const spans: TraceSpan[] = [];
       try {
-        const { results, caughtUp } = await store.processRawRequests(
-          LIMITS,
-          (rows) => rows.map((row) => this.tracedEntriesFor(row, tries === 0, spans)),
-          now() - DEDUPLICATION_WINDOW_MS,
-        );
+        const build = (rows: readonly RawRequest[]): IngestEntry[][] => rows.map((row) => this.tracedEntriesFor(row, tries === 0, spans));
+        const { results, caughtUp } = await store.processRawRequests(LIMITS, build, now() - DEDUPLICATION_WINDOW_MS, { ordered });
         endSpans(spans, undefined);
         this.count(results);
         return caughtUp;
       } catch (error) {
-        const retried = error instanceof ConfigBehind && tries <= 2;
+        const lockNeeded = error instanceof ProcessingLockNeeded && tries <= 2;
+        const retried = lockNeeded || (error instanceof ConfigBehind && tries <= 2);
         endSpans(spans, retried ? undefined : `processing failed: ${String(error)}`);
         if (!retried) throw error;
+        if (lockNeeded) {
+          // An ordered destination appeared while the batch was built: again, under the lock.
+          ordered = true;
+          continue;
+        }
         await Promise.all([this.options.directory.reload(), this.options.suppressions.reload()]);
+        ordered = this.options.directory.anyOrderedWebhooks();
       }
     }
   }

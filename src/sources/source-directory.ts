@@ -46,6 +46,8 @@ export class SourceDirectory {
    * reloads while its version stays current.
    */
   private readonly compiled = new Map<string, { readonly record: TrackingPlanRecord; readonly plan: CompiledPlan | undefined }>();
+  /** {@link anyOrderedWebhooks} of one loaded snapshot. */
+  private ordered: { readonly of: Snapshot; readonly value: boolean } | undefined;
 
   constructor(
     store: DirectorySource,
@@ -146,6 +148,21 @@ export class SourceDirectory {
   /** The source's enabled function destinations, oldest first. */
   enabledFunctions(sourceId: string): readonly RoutedFunction[] {
     return this.snapshot.current.enabledFunctions.get(sourceId) ?? NO_FUNCTIONS;
+  }
+
+  /**
+   * Whether some source's enabled Webhooks destination promises order per
+   * user. Processing on PostgreSQL serializes across nodes only then (see
+   * `processRawRequests`); without ordered destinations nodes process side
+   * by side.
+   */
+  anyOrderedWebhooks(): boolean {
+    const current = this.snapshot.current;
+    if (this.ordered?.of !== current) {
+      const value = [...current.webhooks.values()].some((d) => d.enabled && d.check.ok && d.check.settings.ordering === 'user');
+      this.ordered = { of: current, value };
+    }
+    return this.ordered.value;
   }
 
   /** Kinds of the source's destinations that are enabled. */

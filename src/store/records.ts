@@ -116,6 +116,20 @@ export interface RawProcessed {
   readonly caughtUp: boolean;
 }
 
+/** How a processing transaction runs (see IngestStore.processRawRequests). */
+export interface ProcessingOptions {
+  /**
+   * Whether its entries may link ordered deliveries (`orderKey`): on a
+   * multi-node store such a transaction first takes the lock that makes
+   * processing one node at a time, so that a key's deliveries chain in the
+   * order of the requests. Without ordered destinations nodes process side
+   * by side. Default true. A transaction begun without the lock whose
+   * entries turn out to need it (the config changed meanwhile) rolls back
+   * with ProcessingLockNeeded, and the caller tries again with it.
+   */
+  readonly ordered?: boolean;
+}
+
 /** The raw requests not processed yet. */
 export interface RawBacklog {
   readonly requests: number;

@@ -2,7 +2,7 @@ import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { TrackingPlanStore } from './tracking-plan-records.js';
 import type { ObservationStore } from './observation-records.js';
-import type { AppendResult, ClaimRequest, NewRawRequest, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { AppendResult, ClaimRequest, NewRawRequest, ProcessingOptions, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
 import type { FunctionStore } from './function-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
@@ -13,6 +13,13 @@ export type * from './transformation-records.js';
 export type * from './function-records.js';
 export type * from './tracking-plan-records.js';
 export type * from './observation-records.js';
+
+/** See {@link ProcessingOptions.ordered}: the batch rolled back; process it again with `ordered: true`. */
+export class ProcessingLockNeeded extends Error {
+  constructor() {
+    super('the batch links ordered deliveries, which needs the processing lock');
+  }
+}
 
 /**
  * The storage contract every adapter (SQLite, PostgreSQL) fulfils.
@@ -160,6 +167,7 @@ export interface IngestStore {
     limits: { readonly maxRequests: number; readonly maxMessages: number },
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
+    options?: ProcessingOptions,
   ): Promise<RawProcessed>;
   /** How many raw requests (and messages in them) wait for processing. */
   rawBacklog(): Promise<RawBacklog>;

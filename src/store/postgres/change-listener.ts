@@ -131,9 +131,11 @@ export class ChangeListener {
     });
     client
       .connect()
-      .then(() => client.query(Object.values(CHANNELS).map((channel) => `LISTEN ${channel}`).join('; ')))
+      // The session's key first: LISTEN stays the session's last statement,
+      // which is how operators (and the tests) find it in pg_stat_activity.
       .then(() => client.query<{ key: string }>(BACKEND_KEY_QUERY))
-      .then(({ rows }) => {
+      .then(async ({ rows }) => {
+        await client.query(Object.values(CHANNELS).map((channel) => `LISTEN ${channel}`).join('; '));
         if (this.client !== client) return;
         this.backendKey = rows[0]?.key;
         this.delayMs = RECONNECT_MIN_MS;

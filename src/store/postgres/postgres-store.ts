@@ -17,6 +17,7 @@ import type {
   EngageBatch,
   ProfileRecord,
   RawBacklog,
+  ProcessingOptions,
   RawProcessed,
   RawRequest,
   ClaimedDelivery,
@@ -306,12 +307,14 @@ export class PostgresStore implements Store {
     limits: { readonly maxRequests: number; readonly maxMessages: number },
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
+    options: ProcessingOptions = {},
   ): Promise<RawProcessed> {
     // The transaction's last statement notifies (no round trip of its own, as write() would take).
     const topicsOf = (deliveriesAdded: boolean): StoreTopic[] => (deliveriesAdded ? ['messages', 'deliveries'] : ['messages']);
+    const locked = options.ordered !== false;
     const { requests, results, deliveriesAdded, caughtUp } = await inTransaction(this.pool, (client) =>
-      raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }),
-      raw.PROCESS_RAW_BEGIN,
+      raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }, locked),
+      locked ? raw.PROCESS_RAW_LOCKED_BEGIN : 'BEGIN',
     );
     if (requests > 0) for (const topic of topicsOf(deliveriesAdded)) this.emit(topic);
     return { requests, results, caughtUp };

@@ -3,7 +3,7 @@ import { type OrderedJob, destinationScope } from '../../domain/delivery-order.j
 import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import { tally } from '../../domain/traffic.js';
-import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest, StoreTopic } from '../store.js';
+import { type AppendResult, type IngestEntry, type NewRawRequest, ProcessingLockNeeded, type RawBacklog, type RawRequest, type StoreTopic } from '../store.js';
 import { notifyCalls } from './change-listener.js';
 import { type RawRequestRow, toRawRequest } from '../rows.js';
 import { textColumn } from './connection.js';
@@ -56,29 +56,33 @@ export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRaw
 
 /**
  * Key of the transaction-level advisory lock that makes processing one node
- * at a time (see {@link PROCESS_RAW_BEGIN}).
+ * at a time while ordered destinations exist (see {@link PROCESS_RAW_LOCKED_BEGIN}).
  */
 const PROCESSING_LOCK = 7_230_465_012;
 
 /**
- * How a processing transaction begins: it takes {@link PROCESSING_LOCK}
- * first, in the same round trip, so nodes process raw requests one
- * transaction at a time, in seq order. Ordered delivery needs it: a key's
- * deliveries chain in the order their processing transactions pass the tail
- * upsert, and that must be the order of the requests. With two processors
- * at once, one took the oldest rows and the other (SKIP LOCKED) the next
- * ones, and whichever linked first put its messages first: a key's messages
- * of request n+1 were sent before those of request n. The take runs after
- * the lock in a statement of its own, so under READ COMMITTED its snapshot
- * includes the previous holder's commit (its raw rows gone, its tails moved).
+ * How a processing transaction that may link ordered deliveries begins: it
+ * takes {@link PROCESSING_LOCK} first, in the same round trip, so nodes
+ * process raw requests one transaction at a time, in seq order. Ordered
+ * delivery needs it: a key's deliveries chain in the order their
+ * processing transactions pass the tail upsert, and that must be the order
+ * of the requests. With two processors at once, one took the oldest rows
+ * and the other (SKIP LOCKED) the next ones, and whichever linked first put
+ * its messages first: a key's messages of request n+1 were sent before
+ * those of request n. The take runs after the lock in a statement of its
+ * own, so under READ COMMITTED its snapshot includes the previous holder's
+ * commit (its raw rows gone, its tails moved). While no source has an
+ * ordered destination, transactions begin without it and nodes process
+ * side by side; one that finds it must link after all (the config changed
+ * under it) rolls back with ProcessingLockNeeded and is tried again locked.
  */
-export const PROCESS_RAW_BEGIN = `BEGIN; SELECT pg_advisory_xact_lock(${PROCESSING_LOCK})`;
+export const PROCESS_RAW_LOCKED_BEGIN = `BEGIN; SELECT pg_advisory_xact_lock(${PROCESSING_LOCK})`;
 
 /**
  * Takes the oldest raw rows no other node holds (`FOR UPDATE SKIP LOCKED`:
  * a node processing a row keeps it locked until its commit deletes it, so
  * no two nodes ever process one row), stores their messages and deletes
- * them, in the caller's transaction (begun with {@link PROCESS_RAW_BEGIN}). Three statements whatever their number
+ * them, in the caller's transaction (begun with {@link PROCESS_RAW_LOCKED_BEGIN} when `locked`). Three statements whatever their number
  * (two when no entry needs de-duplication): take, de-duplicate, and one that
  * writes the messages, their delivery jobs and traffic counts, deletes the
  * raw rows and notifies `topics(…)` (delivered at the caller's commit).
@@ -95,6 +99,7 @@ export async function processRawRequests(
   build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
   dedupeSince: number,
   notify: { readonly nodeId: string; readonly topics: (deliveriesAdded: boolean) => readonly StoreTopic[] },
+  locked: boolean,
 ): Promise<{ requests: number; results: AppendResult[]; deliveriesAdded: boolean; caughtUp: boolean }> {
   // Locks up to maxRequests rows, but reads the bodies (a batch's row is
   // tens of KB) only of those taken: the oldest, as many as fit in
@@ -132,6 +137,7 @@ export async function processRawRequests(
       if (key !== undefined) ordered.push({ scope: destinationScope(entry.sourceId), key, at: entry.receivedAt });
     }
   });
+  if (ordered.length > 0 && !locked) throw new ProcessingLockNeeded();
   const deliveriesAdded = jobs.entries.length > 0;
   const counts = tally(entries.map((entry, i) => ({ at: entry.receivedAt, status: statuses[i]! })));
   const notified = notifyCalls(notify.topics(deliveriesAdded), notify.nodeId, 18);
