@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, type Attempt, type Delivery } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
 
 const STATUSES = ['pending', 'succeeded', 'failed'] as const;

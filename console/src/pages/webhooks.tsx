@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Receiver, type WebhookDestination } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
 
 /** As many receivers as the API takes. */
