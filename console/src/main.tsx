@@ -8,6 +8,7 @@ import { OverviewPage } from './pages/overview.js';
 import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
 import { SourcesPage } from './pages/sources.js';
+import { TransformationsPage } from './pages/transformations.js';
 import { WebhooksPage } from './pages/webhooks.js';
 import { currentRoute } from './route.js';
 import { errorText } from './ui.js';
@@ -19,6 +20,7 @@ const PAGES = [
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
+  { path: 'transformations', title: 'Transformations', view: TransformationsPage },
   { path: 'regulations', title: 'Regulations', view: RegulationsPage },
   { path: 'computed-traits', title: 'Computed traits', view: ComputedTraitsPage },
   { path: 'audiences', title: 'Audiences', view: AudiencesPage },

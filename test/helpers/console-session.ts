@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { launchChromium, openConsolePage, seriousAxeViolations } from './browser.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard } from './switchyard.js';
@@ -17,6 +19,8 @@ export interface ConsoleSession {
 export async function signedInConsole(sy: TestSwitchyard, viewport?: { width: number; height: number }): Promise<ConsoleSession> {
   const browser = await launchChromium();
   const { context, page, pageErrors } = await openConsolePage(browser);
+  // A step that waits longer than this has failed; fail fast instead of at the 30 s default.
+  page.setDefaultTimeout(10_000);
   if (viewport !== undefined) await page.setViewportSize(viewport);
   await page.goto(`${sy.url}/console`);
   await page.getByLabel('Admin token').fill(TEST_ADMIN_TOKEN);
@@ -38,4 +42,13 @@ export async function signedInConsole(sy: TestSwitchyard, viewport?: { width: nu
 export async function assertAccessible(page: Page, where: string): Promise<void> {
   const violations = await seriousAxeViolations(page);
   assert.deepEqual(violations, [], `axe-core found serious or critical violations on ${where}: ${JSON.stringify(violations, null, 2)}`);
+}
+
+/** With UPDATE_SCREENSHOTS=1 the tests save pages for docs/console.md (docs/console/NAME.png); otherwise nothing is written. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  if (process.env['UPDATE_SCREENSHOTS'] !== '1') return;
+  // From dist/test/helpers to the repository's docs/console.
+  const dir = path.resolve(import.meta.dirname, '..', '..', '..', 'docs', 'console');
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: path.join(dir, `${name}.png`), fullPage: true });
 }

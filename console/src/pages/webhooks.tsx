@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, type Receiver, type WebhookDestination } from '../api.js';
+import { ApiError, api, type Receiver, type WebhookDestination, settingsToPutBack } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
@@ -107,12 +107,15 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
     setNotice('');
     // An empty secret field keeps the stored secret; typing one replaces it.
     const sharedSecret = secret !== '' ? secret : secretStored ? MASKED_SECRET : undefined;
+    // Settings this form does not edit (Standard Webhooks, the transformation,
+    // ordering) go back as they came, so saving receivers never drops them.
+    const { sharedSecret: _stored, ...kept } = settingsToPutBack(loaded?.settings ?? { webhooks: [] });
     const body = {
       enabled,
       settings: {
+        ...kept,
         webhooks: receivers.map(toReceiver),
         ...(sharedSecret !== undefined && { sharedSecret }),
-        ...(loaded?.settings.standardWebhooks !== undefined && { standardWebhooks: loaded.settings.standardWebhooks }),
       },
       ...(loaded !== null && loaded !== undefined && loaded.filters.length > 0 && { filters: loaded.filters }),
     };
