@@ -8,6 +8,7 @@ import { OverviewPage } from './pages/overview.js';
 import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
 import { SourcesPage } from './pages/sources.js';
+import { TrackingPlanPage } from './pages/tracking-plan.js';
 import { TransformationsPage } from './pages/transformations.js';
 import { WebhooksPage } from './pages/webhooks.js';
 import { currentRoute } from './route.js';
@@ -21,6 +22,7 @@ const PAGES = [
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
   { path: 'transformations', title: 'Transformations', view: TransformationsPage },
+  { path: 'tracking-plan', title: 'Tracking plans', view: TrackingPlanPage },
   { path: 'regulations', title: 'Regulations', view: RegulationsPage },
   { path: 'computed-traits', title: 'Computed traits', view: ComputedTraitsPage },
   { path: 'audiences', title: 'Audiences', view: AudiencesPage },

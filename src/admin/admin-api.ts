@@ -21,6 +21,7 @@ import { transformationRoutes } from './transformation-routes.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import { TrackingPlanAdmin } from './tracking-plan-admin.js';
+import { TrackingPlanPreview, trackingPlanPreviewRoutes } from './tracking-plan-preview.js';
 import { trackingPlanRoutes } from './tracking-plan-routes.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
@@ -71,6 +72,7 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       overviewRoutes(new OverviewAdmin(store, now)),
       transformationRoutes(new TransformationAdmin(store, now, sandboxLimitsFromEnv())),
       trackingPlanRoutes(new TrackingPlanAdmin(store, now, deps.directory)),
+      trackingPlanPreviewRoutes(new TrackingPlanPreview(store)),
     ],
   };
 }
