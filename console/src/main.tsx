@@ -7,6 +7,7 @@ import { DeliveriesPage } from './pages/deliveries.js';
 import { OverviewPage } from './pages/overview.js';
 import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
+import { ReplaysPage } from './pages/replays.js';
 import { SourcesPage } from './pages/sources.js';
 import { TrackingPlanPage } from './pages/tracking-plan.js';
 import { TransformationsPage } from './pages/transformations.js';
@@ -21,6 +22,7 @@ const PAGES = [
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
+  { path: 'replays', title: 'Replays', view: ReplaysPage },
   { path: 'transformations', title: 'Transformations', view: TransformationsPage },
   { path: 'tracking-plan', title: 'Tracking plans', view: TrackingPlanPage },
   { path: 'regulations', title: 'Regulations', view: RegulationsPage },
