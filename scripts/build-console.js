@@ -25,6 +25,7 @@ await build({
 });
 copyFileSync(path.join(root, 'console', 'index.html'), path.join(out, 'index.html'));
 copyFileSync(path.join(root, 'console', 'app.css'), path.join(out, 'app.css'));
+copyFileSync(path.join(root, 'console', 'favicon.svg'), path.join(out, 'favicon.svg'));
 
 if (process.argv.includes('--size')) {
   const script = readFileSync(path.join(out, 'app.js'));

@@ -165,7 +165,13 @@ export interface Receiver {
 export interface WebhookDestination {
   readonly sourceId: string;
   readonly enabled: boolean;
-  readonly settings: { webhooks: Receiver[]; sharedSecret?: string; standardWebhooks?: { secret: string } };
+  readonly settings: {
+    webhooks: Receiver[];
+    sharedSecret?: string;
+    standardWebhooks?: { secret: string; previousValidUntil?: string };
+    transformation?: TransformationRef;
+    ordering?: 'user';
+  };
   readonly filters: unknown[];
   readonly updatedAt: string;
 }
@@ -250,4 +256,45 @@ export interface ProfileEvent {
   readonly type: string | null;
   readonly receivedAt: string;
   readonly message: unknown;
+}
+
+/** `settings.transformation` of a Webhooks destination: no version means the latest. */
+export interface TransformationRef {
+  readonly id: string;
+  readonly version?: number;
+}
+
+export interface TransformationSummary {
+  readonly id: string;
+  readonly name: string;
+  /** The latest version. */
+  readonly version: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface TransformationVersion {
+  readonly id: string;
+  readonly name: string;
+  readonly version: number;
+  readonly code: string;
+  readonly createdAt: string;
+}
+
+export interface TransformationTestResult {
+  readonly input: unknown;
+  readonly output?: unknown;
+  readonly dropped?: true;
+  readonly error?: string;
+  readonly logs: readonly string[];
+}
+
+/**
+ * A destination's settings as read, ready to PUT back unchanged: the masks
+ * stand for the stored secrets, and only `secret` of `standardWebhooks` goes
+ * back (the API refuses the read-only `previousValidUntil` of a rotation).
+ */
+export function settingsToPutBack(settings: WebhookDestination['settings']): WebhookDestination['settings'] {
+  const { standardWebhooks, ...rest } = settings;
+  return { ...rest, ...(standardWebhooks !== undefined && { standardWebhooks: { secret: standardWebhooks.secret } }) };
 }

@@ -7,41 +7,31 @@ import { DeliveriesPage } from './pages/deliveries.js';
 import { OverviewPage } from './pages/overview.js';
 import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
+import { ReplaysPage } from './pages/replays.js';
 import { SourcesPage } from './pages/sources.js';
+import { TrackingPlanPage } from './pages/tracking-plan.js';
+import { TransformationsPage } from './pages/transformations.js';
 import { WebhooksPage } from './pages/webhooks.js';
+import { currentRoute } from './route.js';
 import { errorText } from './ui.js';
 
-/**
- * The pages, in navigation order. Routes live in the URL's fragment, so the
- * server serves one page and nothing of the state reaches a server log.
- */
+/** The pages, in navigation order (routes: route.ts). */
 const PAGES = [
   { path: 'overview', title: 'Overview', view: OverviewPage },
   { path: 'sources', title: 'Sources', view: SourcesPage },
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
+  { path: 'replays', title: 'Replays', view: ReplaysPage },
+  { path: 'transformations', title: 'Transformations', view: TransformationsPage },
+  { path: 'tracking-plan', title: 'Tracking plans', view: TrackingPlanPage },
   { path: 'regulations', title: 'Regulations', view: RegulationsPage },
   { path: 'computed-traits', title: 'Computed traits', view: ComputedTraitsPage },
   { path: 'audiences', title: 'Audiences', view: AudiencesPage },
   { path: 'profiles', title: 'Profiles', view: ProfilesPage },
 ] as const;
 
-export interface Route {
-  readonly page: string;
-  /** `#/page?key=value`: e.g. the source a page shows. */
-  readonly params: URLSearchParams;
-}
-
-function currentRoute(): Route {
-  const [page = '', query = ''] = location.hash.replace(/^#\/?/, '').split('?');
-  return { page: PAGES.some((p) => p.path === page) ? page : 'overview', params: new URLSearchParams(query) };
-}
-
-export function navigate(page: string, params: Record<string, string> = {}): void {
-  const query = new URLSearchParams(params).toString();
-  location.hash = `#/${page}${query === '' ? '' : `?${query}`}`;
-}
+const PAGE_PATHS = PAGES.map((p) => p.path);
 
 function SignIn({ onSignedIn, notice }: { onSignedIn: () => void; notice: string | undefined }) {
   const [token, setToken] = useState('');
@@ -96,9 +86,9 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: () => void; notice: string
 function App() {
   const [signedIn, setSignedIn] = useState(storedToken() !== undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
-  const [route, setRoute] = useState(currentRoute);
+  const [route, setRoute] = useState(() => currentRoute(PAGE_PATHS));
   useEffect(() => {
-    const onHash = (): void => setRoute(currentRoute());
+    const onHash = (): void => setRoute(currentRoute(PAGE_PATHS));
     addEventListener('hashchange', onHash);
     whenUnauthorized(() => {
       storeToken(undefined);

@@ -23,6 +23,7 @@ import { transformationRoutes } from './transformation-routes.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import { TrackingPlanAdmin } from './tracking-plan-admin.js';
+import { TrackingPlanPreview, trackingPlanPreviewRoutes } from './tracking-plan-preview.js';
 import { trackingPlanRoutes } from './tracking-plan-routes.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
@@ -82,6 +83,7 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
           directory: deps.directory,
         }),
       ),
+      trackingPlanPreviewRoutes(new TrackingPlanPreview(store)),
     ],
   };
 }

@@ -12,6 +12,7 @@ const CONTENT_TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',
   '.js': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
 };
 
 /**
@@ -37,7 +38,7 @@ interface Asset {
 const CONSOLE_SCHEMAS = documented({
   page: { summary: 'The web console (HTML; sign in with the admin token)', tags: ['console'] },
   asset: {
-    summary: "The web console's script and stylesheet",
+    summary: "The web console's script, stylesheet and icon",
     tags: ['console'],
     params: { type: 'object', properties: { name: { type: 'string', maxLength: 64 } }, required: ['name'] },
   },

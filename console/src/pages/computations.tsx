@@ -1,7 +1,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, type Computation } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ConfirmDelete, ErrorMessage, PageTitle, Status, formatTime, useLoad, useSources } from '../ui.js';
 import { AudienceMembers } from './audience-members.js';
 import { ComputationForm } from './computation-form.js';

@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, readEventStream, type DebuggerEntry } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, errorText, formatTime, useSources } from '../ui.js';
 
 /** Messages kept in the page; older ones drop off, as in a terminal's scrollback. */

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, type Attempt, type Delivery } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
 
 const STATUSES = ['pending', 'succeeded', 'failed'] as const;
@@ -161,13 +161,41 @@ export function DeliveriesPage({ route }: { route: Route }) {
           )}
         </nav>
       )}
-      {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} />}
+      {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} onRetried={reload} />}
     </section>
   );
 }
 
-function Attempts({ id, onClose }: { id: string; onClose: () => void }) {
+/**
+ * What `POST /deliveries/:id/retry` did, in words: a failed delivery goes back
+ * in the queue; a pending one becomes due at once; `requeued: 0` means a
+ * worker holds it right now (or it already left the queue), so nothing changed.
+ */
+function retryOutcome(id: string, status: Delivery['status'], requeued: number): string {
+  if (requeued === 0) return `Delivery ${id} was not changed: it is being sent right now or has just finished. Refresh to see its latest attempt.`;
+  return status === 'failed' ? `Delivery ${id} is back in the queue.` : `Delivery ${id} is due now; its next attempt starts at once.`;
+}
+
+function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void; onRetried: () => void }) {
   const { value, error, reload } = useLoad(() => api<Delivery & { attempts: Attempt[] }>('GET', `/deliveries/${id}`), [id]);
+  const [outcome, setOutcome] = useState('');
+  const [retryError, setRetryError] = useState<unknown>(undefined);
+  const [busy, setBusy] = useState(false);
+  const retryNow = async (status: Delivery['status']): Promise<void> => {
+    setBusy(true);
+    try {
+      const { requeued } = await api<{ requeued: number }>('POST', `/deliveries/${id}/retry`);
+      setRetryError(undefined);
+      setOutcome(retryOutcome(id, status, requeued));
+      reload();
+      onRetried();
+    } catch (failed) {
+      setOutcome('');
+      setRetryError(failed);
+    } finally {
+      setBusy(false);
+    }
+  };
   return (
     <section class="panel" aria-labelledby="attempts-title">
       <h2 id="attempts-title">Attempts of delivery {id}</h2>
@@ -179,6 +207,20 @@ function Attempts({ id, onClose }: { id: string; onClose: () => void }) {
             {value.nextAttemptAt !== undefined && value.status === 'pending' && <> · next attempt {formatTime(value.nextAttemptAt)}</>}
             {value.waitingFor !== undefined && <> · waiting for delivery {value.waitingFor} of the same user</>}
           </p>
+          {value.status !== 'succeeded' && (
+            <div class="row">
+              <button type="button" disabled={busy} onClick={() => void retryNow(value.status)} aria-describedby={`retry-hint-${id}`}>
+                {value.status === 'pending' ? 'Retry now' : 'Retry'}
+              </button>
+              <span class="hint" id={`retry-hint-${id}`}>
+                {value.status === 'pending'
+                  ? 'Makes the next attempt due at once; the retry window is unchanged.'
+                  : 'Puts it back in the queue with a fresh retry window.'}
+              </span>
+            </div>
+          )}
+          <Status>{outcome}</Status>
+          <ErrorMessage error={retryError} />
           {value.attempts.length === 0 ? (
             <p>No attempt yet.</p>
           ) : (

@@ -1,6 +1,6 @@
 import { useEffect } from 'preact/hooks';
 import { api } from '../api.js';
-import type { Route } from '../main.js';
+import type { Route } from '../route.js';
 import { ErrorMessage, PageTitle, useLoad } from '../ui.js';
 
 interface Traffic {

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Profile, type ProfileEvent } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, formatTime, useLoad, useSources } from '../ui.js';
 
 /** As many recent events as the API gives (its maximum). */

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, type Regulation } from '../api.js';
-import type { Route } from '../main.js';
+import type { Route } from '../route.js';
 import { ErrorMessage, PageTitle, Status, formatTime, useLoad, useSources } from '../ui.js';
 
 const TYPES = [

@@ -1,6 +1,6 @@
 import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, type Source } from '../api.js';
-import type { Route } from '../main.js';
+import type { Route } from '../route.js';
 import { ErrorMessage, PageTitle, Status, formatTime, useSources } from '../ui.js';
 
 export function SourcesPage(_props: { route: Route }) {

@@ -1,8 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, type Receiver, type WebhookDestination } from '../api.js';
-import type { Route } from '../main.js';
-import { navigate } from '../main.js';
+import { ApiError, api, type Receiver, type WebhookDestination, settingsToPutBack } from '../api.js';
+import type { Route } from '../route.js';
+import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
+import { StandardWebhooks } from './standard-webhooks.js';
 
 /** As many receivers as the API takes. */
 const MAX_RECEIVERS = 5;
@@ -16,7 +17,8 @@ interface HeaderRow {
 interface ReceiverForm {
   url: string;
   headers: HeaderRow[];
-  maxRequestsPerSecond?: number;
+  /** As typed: empty means no cap. */
+  maxRequestsPerSecond: string;
 }
 interface TestAnswer {
   url: string;
@@ -31,7 +33,7 @@ function toForm(receiver: Receiver): ReceiverForm {
   return {
     url: receiver.url,
     headers: Object.entries(receiver.headers ?? {}).map(([name, value]) => ({ name, value })),
-    ...(receiver.maxRequestsPerSecond !== undefined && { maxRequestsPerSecond: receiver.maxRequestsPerSecond }),
+    maxRequestsPerSecond: receiver.maxRequestsPerSecond === undefined ? '' : String(receiver.maxRequestsPerSecond),
   };
 }
 
@@ -40,8 +42,16 @@ function toReceiver(form: ReceiverForm): Receiver {
   return {
     url: form.url.trim(),
     ...(Object.keys(headers).length > 0 && { headers }),
-    ...(form.maxRequestsPerSecond !== undefined && { maxRequestsPerSecond: form.maxRequestsPerSecond }),
+    // Not a number (NaN goes as null): the API names the field.
+    ...(form.maxRequestsPerSecond.trim() !== '' && { maxRequestsPerSecond: Number(form.maxRequestsPerSecond.trim()) }),
   };
+}
+
+/** Filters as typed that are not JSON: reported beside the filters field before anything is sent. */
+class LocalFiltersError extends ApiError {
+  constructor(message: string) {
+    super(400, 'invalid_json', `filters are not valid JSON: ${message}`);
+  }
 }
 
 /** Which input a validation error belongs to: `url-1`, `headers-0`, `secret`, or the form as a whole. */
@@ -49,8 +59,12 @@ function fieldOf(error: unknown): string | undefined {
   if (error === undefined) return undefined;
   if (!(error instanceof ApiError)) return 'form';
   const field = error.field ?? '';
+  if (error.code === 'invalid_filter' || error instanceof LocalFiltersError) return 'filters';
   const receiver = /^settings\.webhooks\[(\d+)\](?:\.(\w+))?/.exec(field);
-  if (receiver !== null) return receiver[2] === 'headers' ? `headers-${receiver[1]}` : `url-${receiver[1]}`;
+  if (receiver !== null) {
+    if (receiver[2] === 'headers') return `headers-${receiver[1]}`;
+    return receiver[2] === 'maxRequestsPerSecond' ? `rate-${receiver[1]}` : `url-${receiver[1]}`;
+  }
   if (field === 'settings.sharedSecret') return 'secret';
   return 'form';
 }
@@ -77,8 +91,9 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
   const [loaded, setLoaded] = useState<WebhookDestination | null | undefined>(undefined);
   const [loadError, setLoadError] = useState<unknown>(undefined);
   const [enabled, setEnabled] = useState(true);
-  const [receivers, setReceivers] = useState<ReceiverForm[]>([{ url: '', headers: [] }]);
+  const [receivers, setReceivers] = useState<ReceiverForm[]>([{ url: '', headers: [], maxRequestsPerSecond: '' }]);
   const [secret, setSecret] = useState('');
+  const [filtersText, setFiltersText] = useState('[]');
   const [saveError, setSaveError] = useState<unknown>(undefined);
   const [notice, setNotice] = useState('');
   const [answers, setAnswers] = useState<TestAnswer[] | undefined>(undefined);
@@ -88,8 +103,9 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
   const show = (destination: WebhookDestination | null): void => {
     setLoaded(destination);
     setEnabled(destination?.enabled ?? true);
-    setReceivers(destination === null || destination.settings.webhooks.length === 0 ? [{ url: '', headers: [] }] : destination.settings.webhooks.map(toForm));
+    setReceivers(destination === null || destination.settings.webhooks.length === 0 ? [{ url: '', headers: [], maxRequestsPerSecond: '' }] : destination.settings.webhooks.map(toForm));
     setSecret('');
+    setFiltersText(JSON.stringify(destination?.filters ?? [], null, 2));
   };
   useEffect(() => {
     api<WebhookDestination>('GET', `/sources/${sourceId}/destinations/webhooks`).then(show, (failed: unknown) => {
@@ -107,14 +123,24 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
     setNotice('');
     // An empty secret field keeps the stored secret; typing one replaces it.
     const sharedSecret = secret !== '' ? secret : secretStored ? MASKED_SECRET : undefined;
+    // Settings this form does not edit (Standard Webhooks, the transformation,
+    // ordering) go back as they came, so saving receivers never drops them.
+    const { sharedSecret: _stored, ...kept } = settingsToPutBack(loaded?.settings ?? { webhooks: [] });
+    let filters: unknown;
+    try {
+      filters = filtersText.trim() === '' ? [] : JSON.parse(filtersText);
+    } catch (failed) {
+      setSaveError(new LocalFiltersError(failed instanceof Error ? failed.message : String(failed)));
+      return;
+    }
     const body = {
       enabled,
       settings: {
+        ...kept,
         webhooks: receivers.map(toReceiver),
         ...(sharedSecret !== undefined && { sharedSecret }),
-        ...(loaded?.settings.standardWebhooks !== undefined && { standardWebhooks: loaded.settings.standardWebhooks }),
       },
-      ...(loaded !== null && loaded !== undefined && loaded.filters.length > 0 && { filters: loaded.filters }),
+      ...(!(Array.isArray(filters) && filters.length === 0) && { filters }),
     };
     try {
       show(await api<WebhookDestination>('PUT', `/sources/${sourceId}/destinations/webhooks`, body));
@@ -208,6 +234,22 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
               </button>
             </div>
             {fieldError(`headers-${index}`)}
+            <label>
+              Most requests per second to receiver {index + 1}
+              <input
+                type="text"
+                inputMode="numeric"
+                value={receiver.maxRequestsPerSecond}
+                placeholder="No cap"
+                aria-invalid={errorAt === `rate-${index}`}
+                aria-describedby={describedBy(`rate-${index}`) ?? `rate-hint-${index}`}
+                onInput={(event) => update(index, (r) => ({ ...r, maxRequestsPerSecond: (event.target as HTMLInputElement).value }))}
+              />
+            </label>
+            <p class="hint" id={`rate-hint-${index}`}>
+              1 to 10,000; work over the cap waits its turn, nothing is dropped. Empty: no cap.
+            </p>
+            {fieldError(`rate-${index}`)}
             {receivers.length > 1 && (
               <button type="button" class="danger" onClick={() => setReceivers((all) => all.filter((_, i) => i !== index))}>
                 Remove receiver {index + 1}
@@ -216,7 +258,7 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
           </fieldset>
         ))}
         {receivers.length < MAX_RECEIVERS && (
-          <button type="button" class="secondary" onClick={() => setReceivers((all) => [...all, { url: '', headers: [] }])}>
+          <button type="button" class="secondary" onClick={() => setReceivers((all) => [...all, { url: '', headers: [], maxRequestsPerSecond: '' }])}>
             Add a receiver
           </button>
         )}
@@ -234,6 +276,23 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
           />
         </label>
         {fieldError('secret')}
+        <label>
+          Filters (JSON)
+          <textarea
+            class="code"
+            rows={6}
+            spellcheck={false}
+            value={filtersText}
+            aria-invalid={errorAt === 'filters'}
+            aria-describedby={describedBy('filters') ?? 'filters-hint'}
+            onInput={(event) => setFiltersText((event.target as HTMLTextAreaElement).value)}
+          />
+        </label>
+        <p class="hint" id="filters-hint">
+          Applied in order to each message: <code>{'{"title", "if": {"field", "op", "value"}, "action": "drop" | "keep" | {"dropFields": [paths]}}'}</code>. A dropped
+          message shows in the debugger as filtered. <code>[]</code>: none.
+        </p>
+        {fieldError('filters')}
         {fieldError('form')}
         <div class="row">
           <button type="submit">Save destination</button>
@@ -244,6 +303,7 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
         <Status>{notice}</Status>
       </form>
       <ErrorMessage error={testError} />
+      {loaded !== null && <StandardWebhooks sourceId={sourceId} destination={loaded} onSaved={show} />}
       {answers !== undefined && (
         <section aria-labelledby="test-answers">
           <h2 id="test-answers">Test message answers</h2>

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import type { Page } from 'playwright-core';
+import { describeBrowser } from '../helpers/browser.js';
+import { type ConsoleSession, assertAccessible, screenshot, signedInConsole } from '../helpers/console-session.js';
+import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+import { FAST_RETRIES, sourceWithWebhooks } from '../helpers/webhooks.js';
+
+describeBrowser('the console: replays', () => {
+  let sy: TestSwitchyard;
+  let receiver: TestReceiver;
+  let session: ConsoleSession;
+  let page: Page;
+  let source: { id: string; writeKey: string };
+
+  before(async () => {
+    sy = await startTestSwitchyard(FAST_RETRIES);
+    receiver = await startReceiver();
+    source = await sourceWithWebhooks(sy, [receiver.url]);
+    for (const event of ['Order Completed', 'Ping', 'Order Completed']) {
+      assert.equal((await sy.send('/v1/track', source.writeKey, { userId: 'u', event })).status, 200);
+    }
+    await receiver.waitFor(3);
+    session = await signedInConsole(sy);
+    page = session.page;
+  });
+
+  after(async () => {
+    receiver?.release(200);
+    await session?.close();
+    await receiver?.close();
+    await sy?.close();
+  });
+
+  it('starts a replay of some events of the last hour and shows it done with its counts', async () => {
+    await page.goto(`${sy.url}/console#/replays?source=${source.id}`);
+    await page.getByText('No replays yet.').waitFor();
+    await page.getByLabel('Only these track events').fill('Order Completed');
+    await page.getByRole('button', { name: 'Start replay' }).click();
+    await page.getByRole('status').filter({ hasText: /Started replay \S+; its progress shows below/ }).waitFor();
+    const replayed = (await receiver.waitFor(5)).slice(3);
+    assert.deepEqual(replayed.map((r) => JSON.parse(r.body).event), ['Order Completed', 'Order Completed']);
+    const [replay] = (await sy.admin('GET', `/sources/${source.id}/replays`)).body.replays;
+    assert.ok(replayed.every((r) => r.headers['x-switchyard-replay'] === replay.id));
+    // The list refreshes itself while the replay runs.
+    await page.locator(`tr[data-replay-id="${replay.id}"]`).filter({ hasText: 'done' }).filter({ hasText: '2 delivered, 0 failed of 2 queued' }).waitFor();
+    await assertAccessible(page, 'the replays page');
+    await screenshot(page, 'replays');
+  });
+
+  it('cancels a running replay', async () => {
+    receiver.reply = () => ({ hang: true });
+    await page.getByLabel('Only these track events').fill('');
+    await page.getByRole('button', { name: 'Start replay' }).click();
+    await page.getByRole('status').filter({ hasText: /Started replay \S+; its progress/ }).waitFor();
+    const [replay] = (await sy.admin('GET', `/sources/${source.id}/replays`)).body.replays;
+    assert.equal(replay.status, 'running');
+    await page.getByRole('button', { name: `Cancel replay ${replay.id}` }).click();
+    await page.getByRole('status').filter({ hasText: `Cancelled replay ${replay.id}` }).waitFor();
+    await page.locator(`tr[data-replay-id="${replay.id}"]`).filter({ hasText: 'cancelled' }).waitFor();
+    assert.equal((await sy.admin('GET', `/replays/${replay.id}`)).body.status, 'cancelled');
+    receiver.release(200);
+    receiver.reply = () => ({ status: 200 });
+    await eventually(() => (receiver.hanging() === 0 ? true : undefined), 5_000, 'hung requests answered');
+  });
+
+  it('raised no script error in the page', () => {
+    assert.deepEqual(session.pageErrors, []);
+  });
+});
