@@ -73,20 +73,50 @@ export function mergeSettings(previous: JsonObject, sent: JsonObject): JsonObjec
 
 /**
  * The secret-looking string values of the settings (at least 4 characters),
- * longest first: what the attempt log replaces with the mask wherever the
- * function's logs, errors or fetched URLs contain them.
+ * longest first, each with the spellings it takes on the way to the attempt
+ * log: JSON-escaped (a logged object), percent-encoded and as a parsed URL's
+ * `href` (a fetched URL). What the attempt log replaces with the mask
+ * wherever the function's logs, errors or fetched URLs contain them.
  */
 export function secretValues(settings: JsonObject): string[] {
-  const found: string[] = [];
+  const found = new Set<string>();
   for (const [key, value] of Object.entries(settings)) {
-    if (isSecretSettingKey(key) && typeof value === 'string' && value.length >= 4) found.push(value);
+    if (!isSecretSettingKey(key) || typeof value !== 'string' || value.length < 4) continue;
+    for (const spelling of spellings(value)) if (spelling.length >= 4) found.add(spelling);
   }
-  return found.sort((a, b) => b.length - a.length);
+  return [...found].sort((a, b) => b.length - a.length);
 }
 
-/** `text` with each of `secrets` replaced by the mask. */
+function spellings(secret: string): string[] {
+  const out = [secret, JSON.stringify(secret).slice(1, -1)];
+  try {
+    out.push(encodeURIComponent(secret));
+  } catch {
+    // A lone surrogate has no percent-encoding.
+  }
+  // As the URL parser writes it in a path, in a query, and as a whole URL.
+  const path = parsed(`http://h/${secret}`);
+  if (path !== undefined) out.push(path.pathname.slice(1));
+  const query = parsed(`http://h/?${secret}`);
+  if (query !== undefined) out.push(query.search.slice(1));
+  const whole = parsed(secret);
+  if (whole !== undefined) out.push(whole.href, whole.href.replace(/\/$/, ''));
+  return out;
+}
+
+function parsed(text: string): URL | undefined {
+  try {
+    return new URL(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `text` with each of `secrets` replaced by the mask, in any letter case (a URL's host is lowercased). */
 export function redact(text: string, secrets: readonly string[]): string {
   let out = text;
-  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(MASKED_SETTING);
+  for (const secret of secrets) {
+    out = out.replace(new RegExp(secret.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'giu'), MASKED_SETTING);
+  }
   return out;
 }

@@ -35,13 +35,17 @@ const FORBIDDEN_HEADERS = new Set(['host', 'connection', 'content-length', 'tran
 const MAX_HEADERS = 100;
 const MAX_HEADER_BYTES = 64 * 1024;
 const MAX_URL_CHARS = 16 * 1024;
+/** RFC 9110 token: a header name. The isolate's Headers checks too, but user code can change what it sends. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** What would end a header line early (header injection). */
+const HEADER_VALUE_BREAK = /[\0\r\n]/;
 /** TLS errors that mean the certificate cannot be trusted; retrying would not help (as webhook-sender.ts). */
 const UNTRUSTED_CERTIFICATE = /^(ERR_TLS_CERT_ALTNAME_INVALID|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/;
 
 interface CheckedRequest {
   readonly method: string;
   readonly url: URL;
-  readonly headers: Record<string, string | string[]>;
+  readonly headers: Record<string, string>;
   readonly body: string | undefined;
 }
 
@@ -197,16 +201,18 @@ function checkRequest(requestJson: unknown, limits: FetchLimits): CheckedRequest
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return `fetch: only http and https URLs can be fetched, not ${url.protocol.slice(0, 20)}`;
   if (url.username !== '' || url.password !== '') return 'fetch: credentials in the URL are not sent; use an Authorization header';
-  const headers: Record<string, string | string[]> = {};
+  const headers: Record<string, string> = {};
   if (!Array.isArray(raw.headers) || raw.headers.length > MAX_HEADERS) return `fetch: at most ${MAX_HEADERS} headers`;
   let headerBytes = 0;
   for (const pair of raw.headers as unknown[]) {
     if (!Array.isArray(pair) || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') return 'fetch: headers must be pairs of strings';
+    // Refused here, not left to undici: a request that cannot be sent is no network error to retry.
+    if (!HEADER_NAME.test(pair[0])) return `fetch: invalid header name ${JSON.stringify(pair[0].slice(0, 100))}`;
+    if (HEADER_VALUE_BREAK.test(pair[1])) return `fetch: invalid header value for ${pair[0]} (line breaks and NUL are not allowed)`;
     const name = pair[0].toLowerCase();
     headerBytes += name.length + pair[1].length;
     if (FORBIDDEN_HEADERS.has(name)) continue;
-    if (name === 'set-cookie') headers[name] = pair[1].split('\n');
-    else headers[name] = pair[1];
+    headers[name] = pair[1];
   }
   if (headerBytes > MAX_HEADER_BYTES) return `fetch: the headers are larger than ${MAX_HEADER_BYTES / 1024} KB`;
   let body: string | undefined;

@@ -113,6 +113,8 @@ export class FunctionRunner {
     return {
       ...result,
       error: result.error === undefined ? undefined : redact(result.error, secrets),
+      // The thrown error's name is code's to set, and shown beside its message.
+      errorType: result.errorType === undefined ? undefined : redact(result.errorType, secrets),
       fetches: result.fetches.map((f) => ({ ...f, url: redact(f.url, secrets), ...(f.error !== undefined && { error: redact(f.error, secrets) }) })),
       logs: result.logs.map((line) => redact(line, secrets)),
     };

@@ -165,7 +165,11 @@ export class Sandbox {
       const parsed = parseResult(text, this.resultChars(), this.limits.logBytes);
       return parsed.ok ? { ...parsed, durationMs: took() } : { ...parsed, durationMs: took() };
     } catch (error) {
-      const memory = loaded.isolate.isDisposed && !timedOut && /memory/i.test(String(error));
+      // isolated-vm disposes an isolate that runs out of memory; nothing else
+      // disposes one under a call but the timer, so a disposed isolate that
+      // did not time out ran out of memory (during an awaited promise the
+      // error then says only "Promise was abandoned").
+      const memory = loaded.isolate.isDisposed && !timedOut;
       const timeout = timedOut || /timed out/i.test(String(error));
       if (memory || timeout || loaded.isolate.isDisposed) this.drop();
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
