@@ -14,6 +14,7 @@ import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
 import { signBody, standardWebhookHeaders } from './signer.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
+import { sleepUntil } from '../util/sleep-until.js';
 
 export interface RoundContext {
   readonly owner: string;
@@ -110,22 +111,6 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
     case 'retry':
       return { ...recorded, kind: 'retry', nextAttemptAt: decision.nextAttemptAt, retryUrls: decision.retryUrls, lastError: decision.lastError };
   }
-}
-
-/** Waits until `at`; resolves false when the worker stops first. */
-function sleepUntil(at: number, ctx: RoundContext): Promise<boolean> {
-  if (ctx.stop.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onStop = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      ctx.stop.removeEventListener('abort', onStop);
-      resolve(true);
-    }, at - ctx.now());
-    ctx.stop.addEventListener('abort', onStop, { once: true });
-  });
 }
 
 /** POSTs to one receiver through its origin's circuit breaker and in-flight limit; held when either says not now. */

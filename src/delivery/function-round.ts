@@ -8,6 +8,7 @@ import type { ClaimedDelivery, DeliveryOutcome, FunctionDestinationRecord } from
 import type { CircuitBreaker } from './circuit-breaker.js';
 import type { OriginSlots } from './origin-slots.js';
 import type { ReceiverRates } from './receiver-rates.js';
+import { sleepUntil } from '../util/sleep-until.js';
 
 /** What a function destination's round needs of the worker. */
 export interface FunctionRoundContext {
@@ -151,17 +152,3 @@ function eventBody(stored: string, filters: readonly DestinationFilter[]): strin
   return JSON.stringify(message);
 }
 
-function sleepUntil(at: number, ctx: FunctionRoundContext): Promise<boolean> {
-  if (ctx.stop.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onStop = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      ctx.stop.removeEventListener('abort', onStop);
-      resolve(true);
-    }, at - ctx.now());
-    ctx.stop.addEventListener('abort', onStop, { once: true });
-  });
-}
