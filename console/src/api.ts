@@ -183,6 +183,8 @@ export interface DebuggerEntry {
   readonly status: string;
   readonly reason?: string;
   readonly message: unknown;
+  /** The transformation that ran on it (recorded by the transform stage, after the message is stored). */
+  readonly transformation?: { readonly id: string; readonly name: string; readonly version: number; readonly logs: readonly string[] };
 }
 
 export interface Delivery {

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, readEventStream, type DebuggerEntry } from '../api.js';
+import { MessageDetail } from './debugger-detail.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, errorText, formatTime, useSources } from '../ui.js';
@@ -113,6 +114,12 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
     };
   }, [sourceId]);
 
+  /** The selected message as it is now (its transformation ran since it arrived): its row shows that too. */
+  const replaceEntry = (current: DebuggerEntry): void => {
+    entries.current = entries.current.map((entry) => (entry.seq === current.seq ? current : entry));
+    if (!pausedRef.current) setShown((list) => list.map((entry) => (entry.seq === current.seq ? current : entry)));
+  };
+
   const togglePause = (): void => {
     pausedRef.current = !pausedRef.current;
     setPaused(pausedRef.current);
@@ -200,13 +207,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
           {selected === undefined ? (
             <p class="hint">Choose a message to see its JSON.</p>
           ) : (
-            <>
-              <h2>
-                Message {selected.seq}: {selected.type ?? '(none)'}, {selected.status}
-              </h2>
-              {selected.reason !== undefined && <p>Reason: {selected.reason}</p>}
-              <pre class="json">{JSON.stringify(selected.message, null, 2)}</pre>
-            </>
+            <MessageDetail key={selected.seq} sourceId={sourceId} entry={selected} onCurrent={replaceEntry} />
           )}
         </div>
       </div>

@@ -35,6 +35,8 @@ export function DeliveriesPage({ route }: { route: Route }) {
     status,
     beforeId,
   ]);
+  /** Each row names its source; the id stays beside it (a deleted source has only the id). */
+  const sourceNames = new Map((sources ?? []).map((source) => [source.id, source.name]));
   const go = (change: Record<string, string>): void => {
     const params = { source: sourceId, status, delivery: selectedId, before: beforeId, ...change };
     navigate('deliveries', Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')));
@@ -108,7 +110,9 @@ export function DeliveriesPage({ route }: { route: Route }) {
               <tr key={delivery.id} data-delivery-id={delivery.id} aria-selected={String(delivery.id) === selectedId}>
                 <td>{delivery.id}</td>
                 <td>
-                  <code>{delivery.sourceId}</code>
+                  {sourceNames.get(delivery.sourceId) ?? ''}
+                  <br />
+                  <code class="hint">{delivery.sourceId}</code>
                 </td>
                 <td>
                   <code>{delivery.messageId ?? `#${delivery.messageSeq}`}</code>

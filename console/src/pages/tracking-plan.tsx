@@ -3,6 +3,7 @@ import { ApiError, api } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { ConfirmDelete, ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
+import { ObservedSchema, ViolationCounts } from './tracking-plan-observed.js';
 
 /** How many of the source's latest messages the preview checks. */
 const PREVIEW_MESSAGES = 20;
@@ -140,6 +141,14 @@ function PlanEditor({ sourceId, sourceName }: { sourceId: string; sourceName: st
       setPreview(await api<{ flagged: number; blocked: number; messages: PreviewEntry[] }>('POST', `/sources/${sourceId}/tracking-plan/preview`, { plan, limit: PREVIEW_MESSAGES }));
     });
   };
+  /** Fills the editor with a plan drafted from what the source received; nothing is stored until the user saves. */
+  const draft = (): Promise<void> =>
+    act(async () => {
+      const drafted = await api<unknown>('POST', `/sources/${sourceId}/tracking-plan/from-schema`);
+      setText(`${JSON.stringify(drafted, null, 2)}\n`);
+      setPreview(undefined);
+      setNotice('Drafted a plan from the observed schema of the last 7 days into the editor. Review it, preview it, then save it: nothing is stored until you do.');
+    });
   const remove = (): Promise<void> =>
     act(async () => {
       await api('DELETE', `/sources/${sourceId}/tracking-plan`);
@@ -157,8 +166,7 @@ function PlanEditor({ sourceId, sourceName }: { sourceId: string; sourceName: st
           ? `${sourceName} has no tracking plan: every message passes. Edit the example below and save it to start checking.`
           : `Version ${stored.version} (${stored.id}), saved ${formatTime(stored.createdAt)}.`}
       </p>
-      {/* PLACE FOR VIOLATION COUNTS: see ViolationCounts below. */}
-      <ViolationCounts sourceId={sourceId} />
+      <ViolationCounts sourceId={sourceId} planVersion={stored?.version} />
       <form onSubmit={(event) => void save(event)} aria-label="Tracking plan">
         <label>
           Plan (JSON)
@@ -184,22 +192,17 @@ function PlanEditor({ sourceId, sourceName }: { sourceId: string; sourceName: st
           <button type="button" class="secondary" disabled={busy} onClick={() => void runPreview()}>
             Preview on the last {PREVIEW_MESSAGES} messages
           </button>
+          <button type="button" class="secondary" disabled={busy} onClick={() => void draft()}>
+            Draft from observed schema
+          </button>
           {stored !== null && <ConfirmDelete name={`the tracking plan of ${sourceName}`} what="Its messages are no longer checked; the versions stay in the store's history." onConfirm={() => void remove()} />}
         </div>
       </form>
       <Status>{notice}</Status>
       {preview !== undefined && <PlanPreview preview={preview} />}
+      <ObservedSchema sourceId={sourceId} />
     </>
   );
-}
-
-/**
- * Where the counts of violations per event and type will go, once the API has
- * them (`GET /sources/:id/tracking-plan/violations`, being built on another
- * branch). Nothing is shown until then.
- */
-function ViolationCounts(_props: { sourceId: string }) {
-  return null;
 }
 
 function PlanPreview({ preview }: { preview: { flagged: number; blocked: number; messages: PreviewEntry[] } }) {
