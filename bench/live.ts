@@ -106,10 +106,29 @@ async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>):
   }
 }
 
-/** How one side runs beyond its workers: `env` added to its environment (e.g. the `OTEL_*` variables of `otel.overhead`), `plan` a tracking plan put on the source before the load (`plan.overhead`). */
+/**
+ * How one side runs beyond its workers: `env` added to its environment
+ * (e.g. the `OTEL_*` variables of `otel.overhead`), `plan` a tracking plan
+ * put on the source before the load (`plan.overhead`), `transformation` the
+ * code of a transformation created and attached to the Webhooks
+ * destination (`transform.live`).
+ */
 export interface SideOptions {
   readonly env?: Record<string, string>;
   readonly plan?: unknown;
+  readonly transformation?: string;
+}
+
+/** Creates a transformation on `server`; resolves its id. */
+async function createTransformation(server: Target, label: string, code: string): Promise<string> {
+  const admin = server.admin!;
+  const created = await fetch(`${server.url}/admin/v1/transformations`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench', code }),
+  });
+  if (created.status !== 201) throw new Error(`${label}: creating the transformation answered ${created.status}: ${await created.text()}`);
+  return ((await created.json()) as { id: string }).id;
 }
 
 /**
@@ -117,7 +136,7 @@ export interface SideOptions {
  * with that many stage threads (see {@link SideOptions}).
  */
 export async function measure(context: BenchContext, label: string, workers: string | undefined, side: SideOptions = {}): Promise<SideResult> {
-  const { env = {}, plan } = side;
+  const { env = {}, plan, transformation } = side;
   const { options, cpus } = context;
   // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
   const receiver = await startScript(`${label} receiver`, RECEIVER_SCRIPT, cpus.loadGenerator, {});
@@ -129,10 +148,11 @@ export async function measure(context: BenchContext, label: string, workers: str
     } else {
       server = await withEnv({ SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: workers, ...env }, () => context.startSwitchyard(label));
       const admin = server.admin!;
+      const attached = transformation === undefined ? {} : { transformation: { id: await createTransformation(server, label, transformation) } };
       const response = await fetch(`${server.url}/admin/v1/sources/${admin.sourceId}/destinations/webhooks`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ enabled: true, settings: { webhooks: [{ url: hook }], sharedSecret: 'bench-shared-secret-0123456789' } }),
+        body: JSON.stringify({ enabled: true, settings: { webhooks: [{ url: hook }], sharedSecret: 'bench-shared-secret-0123456789', ...attached } }),
       });
       if (response.status !== 200) throw new Error(`${label}: setting the destination answered ${response.status}`);
       if (plan !== undefined) {

@@ -20,6 +20,7 @@ import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
 import { planBenches } from './plan.js';
 import { otelBenches } from './otel.js';
+import { transformBenches } from './transform.js';
 import { scalingBenches } from './scaling.js';
 import type { BenchContext, BenchDefinition, RunOptions } from './lib/bench-types.js';
 import { installExitHandlers, makeTempDir, removeTempDir, runCleanups, spawnManaged } from './lib/children.js';
@@ -35,6 +36,7 @@ const BENCHES: readonly BenchDefinition[] = [
   ...liveBenches,
   ...planBenches,
   ...otelBenches,
+  ...transformBenches,
   ...deliveryBenches,
   ...deliveryFeatureBenches,
   ...engageBenches,
