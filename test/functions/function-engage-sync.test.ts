@@ -176,7 +176,7 @@ function engageFunctionSuite(name: string, ordering: 'user' | undefined, flags: 
       // The disabled function got nothing: every call the receiver got was from the enabled one's deliveries.
       const functions = (await sy.admin('GET', `/sources/${source.id}/destinations/functions`)).body.functions as Array<{ id: string; name: string }>;
       const offId = functions.find((f) => f.name === 'Off')!.id;
-      const listed = await sy.admin('GET', `/deliveries?source=${source.id}&limit=500`);
+      const listed = await sy.admin('GET', `/deliveries?sourceId=${source.id}&limit=500`);
       const ids = new Set((listed.body.deliveries as Array<{ functionId?: string }>).map((d) => d.functionId).filter((id) => id !== undefined));
       assert.ok(!ids.has(offId), 'no delivery to the disabled function');
       assert.equal(ids.size, 1);
