@@ -1,4 +1,5 @@
 import { CALL_TYPES } from '../domain/message.js';
+import { isFunctionReceiver } from '../domain/replay.js';
 import { parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { ReplayRecord, Store } from '../store/store.js';
@@ -78,15 +79,27 @@ export class ReplayAdmin {
     return viewReplay(replay);
   }
 
-  /** The listed receiver URLs, each one the destination has (compared as normalized URLs). */
+  /**
+   * The listed receivers: URLs the Webhooks destination has (compared as
+   * normalized URLs) and ids of the source's function destinations.
+   */
   private async checkReceivers(sourceId: string, receivers: string[] | undefined): Promise<string[] | undefined> {
     await this.requireSource(sourceId);
+    const functions = new Set((await this.store.listFunctionDestinations(sourceId)).map((f) => f.id));
+    receivers?.forEach((receiver, index) => {
+      if (isFunctionReceiver(receiver) && !functions.has(receiver)) {
+        throw new ApiError('unknown_receiver', `receivers[${index}]: ${JSON.stringify(receiver.slice(0, 200))} is not one of the source's function destinations`);
+      }
+    });
+    // Function destinations only: the Webhooks destination is not needed.
+    if (receivers !== undefined && receivers.every(isFunctionReceiver)) return receivers;
     const destination = await this.store.getDestination(sourceId, 'webhooks');
     const parsed = destination === undefined ? undefined : parseWebhookSettings(destination.settings);
     if (parsed === undefined || !parsed.ok) throw new ApiError('not_found', `source ${sourceId} has no Webhooks destination to replay to`);
     if (receivers === undefined) return undefined;
     const configured = parsed.settings.webhooks.map((receiver) => receiver.url);
     return receivers.map((url, index) => {
+      if (isFunctionReceiver(url)) return url;
       let normalized: string;
       try {
         normalized = new URL(url).href;

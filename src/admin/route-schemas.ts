@@ -146,7 +146,7 @@ const replay: JsonSchema = {
     sourceId: { type: 'string' },
     from: time,
     to: time,
-    receivers: stringList('Receiver URLs; absent: all'),
+    receivers: stringList('Receiver URLs and function destination ids; absent: the Webhooks destination, all'),
     types: stringList('Message types; absent: all'),
     events: stringList('Track event names; absent: all'),
     status: { enum: ['running', 'done', 'cancelled'] },
@@ -372,7 +372,7 @@ export const REPLAY_SCHEMAS = documented({
       properties: {
         from: timeInput,
         to: timeInput,
-        receivers: stringList('Receiver URLs of the destination; absent: all'),
+        receivers: stringList("Receiver URLs of the Webhooks destination and/or the source's function destination ids (fn_…); absent: the Webhooks destination's receivers, all"),
         types: stringList('Message types; absent: all'),
         events: stringList('Only tracks with these event names'),
       },

@@ -2,12 +2,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DebuggerAdmin, type DebuggerEntry, viewMessage } from '../admin/debugger-admin.js';
 import { DeliveryAdmin } from '../admin/delivery-admin.js';
 import { EngageAdmin } from '../admin/engage-admin.js';
+import { FunctionAdmin } from '../admin/function-admin.js';
 import { ReplayAdmin } from '../admin/replay-admin.js';
 import { SourceAdmin } from '../admin/source-admin.js';
 import { TrackingPlanAdmin } from '../admin/tracking-plan-admin.js';
 import { TransformationAdmin } from '../admin/transformation-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
 import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import type { Config } from '../config.js';
 import type { Store } from '../store/store.js';
 
 /** Prints new debugger messages after `afterSeq` (after the newest now when undefined) until `signal` aborts. */
@@ -28,6 +30,7 @@ export interface AdminClient {
   readonly debugger: Pick<DebuggerAdmin, 'list'> & { readonly follow: FollowDebugger };
   readonly trackingPlans: Pick<TrackingPlanAdmin, 'get' | 'put' | 'delete' | 'violations' | 'observedSchema' | 'draftFromSchema'>;
   readonly transformations: Pick<TransformationAdmin, 'list' | 'create' | 'update' | 'get' | 'getVersion' | 'delete' | 'test'>;
+  readonly functions: Pick<FunctionAdmin, 'list' | 'create' | 'get' | 'update' | 'delete' | 'test'>;
 }
 
 /** What the CLI's entry point lends the command modules. */
@@ -46,7 +49,7 @@ const FOLLOW_PAGE = 500;
  * API does (private-address check included, by this process's setting).
  * A running server picks up what they write through its config poll.
  */
-export function storeAdminClient(store: Store, options: { readonly allowPrivateReceivers: boolean }): AdminClient {
+export function storeAdminClient(store: Store, options: Pick<Config, 'allowPrivateReceivers' | 'userAgent' | 'deliveryTimeoutMs'>): AdminClient {
   const debuggerAdmin = new DebuggerAdmin(store);
   return {
     sources: new SourceAdmin(store, Date.now),
@@ -61,6 +64,13 @@ export function storeAdminClient(store: Store, options: { readonly allowPrivateR
     },
     trackingPlans: new TrackingPlanAdmin(store, Date.now),
     transformations: new TransformationAdmin(store, Date.now, sandboxLimitsFromEnv()),
+    // `functions test` runs here, under this process's network rules (as `webhooks set` checks receivers by them).
+    functions: new FunctionAdmin(store, Date.now, {
+      limits: sandboxLimitsFromEnv(),
+      allowPrivateReceivers: options.allowPrivateReceivers,
+      userAgent: options.userAgent,
+      deliveryTimeoutMs: options.deliveryTimeoutMs,
+    }),
   };
 }
 

@@ -43,6 +43,7 @@ export function httpAdminClient(server: AdminServer): AdminClient {
   };
   const at = (id: unknown): string => encodeURIComponent(String(id));
   const webhooks = (sourceId: string): string => `/sources/${at(sourceId)}/destinations/webhooks`;
+  const functions = (sourceId: string): string => `/sources/${at(sourceId)}/destinations/functions`;
   const computation = (kind: ComputationKind, id: string): string => `${COLLECTIONS[kind]}/${at(id)}`;
   return {
     sources: {
@@ -101,6 +102,14 @@ export function httpAdminClient(server: AdminServer): AdminClient {
       getVersion: (id, version) => get(`/transformations/${at(id)}/versions/${at(version)}`),
       delete: (id) => remove(`/transformations/${at(id)}`),
       test: (input) => call('POST', '/transformations/test', { body: input }),
+    },
+    functions: {
+      list: (sourceId) => get(functions(sourceId)),
+      create: (sourceId, input) => call('POST', functions(sourceId), { body: input }),
+      get: (sourceId, id) => get(`${functions(sourceId)}/${at(id)}`),
+      update: (sourceId, id, input) => call('PUT', `${functions(sourceId)}/${at(id)}`, { body: input }),
+      delete: (sourceId, id) => remove(`${functions(sourceId)}/${at(id)}`),
+      test: (input) => call('POST', '/functions/test', { body: input }),
     },
   };
 }

@@ -11,6 +11,7 @@ import { parseArgs } from './args.js';
 import { DEBUGGER_USAGE, debuggerCommand } from './debugger-command.js';
 import { DELIVERY_USAGE, deliveryCommand } from './delivery-commands.js';
 import { ENGAGE_USAGE, engageCommand } from './engage-commands.js';
+import { FUNCTION_USAGE, functionCommand } from './function-commands.js';
 import { InputFileError } from './input-file.js';
 import { REPLAY_USAGE, replayCommand } from './replay-commands.js';
 import { TRANSFORMATION_USAGE, transformationCommand } from './transformation-commands.js';
@@ -28,7 +29,7 @@ Commands:
   sources enable ID | disable ID turn a source's intake on or off
   sources delete ID              delete a source and everything stored for it
   admin-token rotate             a new admin token, printed once (running servers take it within a second)
-${DELIVERY_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}${TRACKING_PLAN_USAGE}
+${DELIVERY_USAGE}${FUNCTION_USAGE}${REPLAY_USAGE}${TRANSFORMATION_USAGE}${ENGAGE_USAGE}${DEBUGGER_USAGE}${TRACKING_PLAN_USAGE}
 Admin commands print JSON, and on stderr which server or store they used:
   --url URL (or SWITCHYARD_URL)  a running server's admin API (e.g. http://127.0.0.1:8080), with its admin
                                  token in SWITCHYARD_ADMIN_TOKEN (or --token); in \`webhooks set\`, --url names
@@ -38,7 +39,7 @@ Admin commands print JSON, and on stderr which server or store they used:
 -h, --help: this text (serve --help: every setting); -v, --version: the version.
 `;
 
-const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'replays', 'transformations', 'audiences', 'computed-traits', 'profiles', 'debugger', 'tracking-plans', 'help'];
+const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'functions', 'replays', 'transformations', 'audiences', 'computed-traits', 'profiles', 'debugger', 'tracking-plans', 'help'];
 
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'help', 'version']);
 
@@ -169,6 +170,8 @@ async function main(argv: string[]): Promise<void> {
     case 'webhooks':
     case 'deliveries':
       return deliveryCommand(argv, KIT);
+    case 'functions':
+      return functionCommand(argv, KIT);
     case 'replays':
       return replayCommand(argv, KIT);
     case 'transformations':

@@ -1,5 +1,6 @@
 import { type DestinationFilter, applyFilters } from './destination-filters.js';
 import { isJsonObject } from './message.js';
+import { type DeliveryTarget, functionTarget } from './routing.js';
 
 /** What a replay re-delivers, as its request and the store keep it. */
 export interface ReplaySelection {
@@ -97,4 +98,22 @@ export function pickReplayPage<M extends ReplayPageCandidate>(
     if (isReplayed(message, selection, filters) && keep(message)) seqs.push(message.seq);
   }
   return toCursor === undefined ? undefined : { seqs, toCursor };
+}
+
+/**
+ * Where a replay's `receivers` send it: receiver URLs of the Webhooks
+ * destination and function destination ids (`fn_…`; a URL always has a
+ * scheme, so the two never mix up). Without `receivers`: the Webhooks
+ * destination, every receiver. Function ids only: no Webhooks delivery.
+ */
+export function replayTargets(receivers: readonly string[] | undefined): { destinations: DeliveryTarget[]; receiverUrls: readonly string[] | undefined } {
+  if (receivers === undefined) return { destinations: ['webhooks'], receiverUrls: undefined };
+  const functions = receivers.filter(isFunctionReceiver).map(functionTarget);
+  const urls = receivers.filter((receiver) => !isFunctionReceiver(receiver));
+  return urls.length === 0 ? { destinations: functions, receiverUrls: undefined } : { destinations: ['webhooks', ...functions], receiverUrls: urls };
+}
+
+/** A replay receiver naming a function destination by its id rather than a receiver URL. */
+export function isFunctionReceiver(receiver: string): boolean {
+  return receiver.startsWith('fn_');
 }

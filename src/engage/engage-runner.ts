@@ -11,8 +11,9 @@ import {
   emptyProfileState,
 } from '../domain/engage/index.js';
 import { regulationEffects } from '../domain/regulation.js';
+import { type FunctionTarget, functionTarget } from '../domain/routing.js';
 import { ordersPerUser } from '../domain/webhook-settings.js';
-import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
+import type { ComputationRecord, DestinationRecord, EngageBatch, FunctionDestinationRecord, IngestEntry, Store, StoredMessage } from '../store/store.js';
 import { ProfileCache } from './profile-cache.js';
 import { lastSyncPerChain } from './sync-chains.js';
 import { traceSyncs } from './sync-spans.js';
@@ -21,6 +22,7 @@ import {
   type Definitions,
   type ParsedMessage,
   ProfileSet,
+  type SyncTargets,
   RECENT_EVENTS,
   type Working,
   type WorkingProfile,
@@ -336,23 +338,20 @@ export class EngageRunner {
 
   private async loadDefinitions(): Promise<Definitions> {
     const { store } = this.options;
-    const [computations, destinations] = await Promise.all([store.listComputations(undefined, false), store.listDestinations()]);
-    // Identify syncs are keyed like any identify where the destination orders per user.
-    const webhookSources = new Map(
-      destinations.filter((d) => d.kind === 'webhooks' && d.enabled).map((d) => [d.sourceId, ordersPerUser(d.settings)] as const),
-    );
+    const [computations, destinations, functions] = await Promise.all([store.listComputations(undefined, false), store.listDestinations(), store.listFunctionDestinations()]);
+    const syncTargets = syncTargetsOf(destinations, functions);
     const key = JSON.stringify(computations.map((c) => [c.id, c.version, c.status, c.key, c.destinations]));
     if (this.definitions === undefined || key !== this.definitionsKey) {
       const model = compileTolerantly(computations.map(toSpec), this.options.onError);
       const compiled = new Set(model.specs.map((s) => s.id));
       const byId = new Map(computations.filter((c) => compiled.has(c.id)).map((c) => [c.id, c]));
       const baseline = model.evaluate(emptyProfileState(), this.options.now());
-      this.definitions = { model, byId, baseline, unsent: unsentOutputs(baseline, byId), webhookSources };
+      this.definitions = { model, byId, baseline, unsent: unsentOutputs(baseline, byId), syncTargets };
       this.definitionsKey = key;
       // Cached outputs were read for the old definitions; deleting one also deleted its rows.
       this.cache.clear();
     } else {
-      this.definitions = { ...this.definitions, webhookSources };
+      this.definitions = { ...this.definitions, syncTargets };
     }
     return this.definitions;
   }
@@ -593,9 +592,9 @@ export class EngageRunner {
       // The moment this change was computed: distinct and increasing, so a receiver can order syncs by it.
       const stamp = this.stamp(at);
       for (const sourceId of computation.destinations) {
-        const ordered = definitions.webhookSources.get(sourceId);
-        if (ordered === undefined) continue;
-        for (const userId of receiverIds(profile)) entries.push(this.syncEntry(sourceId, computation, profile, userId, value, stamp, ordered));
+        const targets = definitions.syncTargets.get(sourceId);
+        if (targets === undefined) continue;
+        for (const userId of receiverIds(profile)) entries.push(this.syncEntry(sourceId, computation, profile, userId, value, stamp, targets));
       }
     }
     return entries;
@@ -609,8 +608,10 @@ export class EngageRunner {
 
   /**
    * `userId`: one of the profile's user ids, each of which gets its own sync
-   * (undefined: it has none). `ordered`: the source's destination orders per
-   * user, which keeps a key's syncs in order by itself.
+   * (undefined: it has none). `targets`: the source's Webhooks destination
+   * (when it orders per user, that keeps a key's syncs in order by itself)
+   * and its function destinations (always on a sync chain: they are never
+   * ordered).
    */
   private syncEntry(
     sourceId: string,
@@ -619,7 +620,7 @@ export class EngageRunner {
     userId: string | undefined,
     value: unknown,
     at: number,
-    ordered: boolean,
+    targets: SyncTargets,
   ): IngestEntry {
     const messageId = this.options.newMessageId();
     const anonymousId = firstIdentifier(profile, 'anonymous_id:');
@@ -652,15 +653,36 @@ export class EngageRunner {
       userId,
       receivedAt: at,
       body: JSON.stringify(body),
-      destinations: ['webhooks'],
-      // An ordered destination chains the key's deliveries (none may be
-      // dropped from that chain); otherwise the sync chain keeps only the
-      // newest value per receiver key (see engage-sync-chain.ts).
-      ...(ordered
-        ? { orderKey: userId ?? anonymousId }
-        : { engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` } }),
+      destinations: targets.webhooks === undefined ? targets.functions : ['webhooks', ...targets.functions],
+      // An ordered Webhooks destination chains the key's deliveries (none may
+      // be dropped from that chain); every other delivery is on a sync chain,
+      // which keeps only the newest value per receiver key and destination
+      // (see engage-sync-chain.ts).
+      ...(targets.webhooks?.ordered === true && { orderKey: userId ?? anonymousId }),
+      ...((targets.webhooks?.ordered !== true || targets.functions.length > 0) && {
+        engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` },
+      }),
     };
   }
+}
+
+/**
+ * Where each source's syncs go: sources with an enabled Webhooks destination
+ * or enabled function destinations. Syncs carry no `integrations` and skip the
+ * source's filters, so every enabled one gets them.
+ */
+function syncTargetsOf(destinations: readonly DestinationRecord[], functions: readonly FunctionDestinationRecord[]): Map<string, SyncTargets> {
+  const targets = new Map<string, { webhooks: { ordered: boolean } | undefined; functions: FunctionTarget[] }>();
+  const of = (sourceId: string) => {
+    let entry = targets.get(sourceId);
+    if (entry === undefined) targets.set(sourceId, (entry = { webhooks: undefined, functions: [] }));
+    return entry;
+  };
+  // Identify syncs are keyed like any identify where the destination orders per user.
+  for (const d of destinations) if (d.kind === 'webhooks' && d.enabled) of(d.sourceId).webhooks = { ordered: ordersPerUser(d.settings) };
+  // listFunctionDestinations is oldest first, as routing lists them.
+  for (const f of functions) if (f.enabled) of(f.sourceId).functions.push(functionTarget(f.id));
+  return targets;
 }
 
 /**

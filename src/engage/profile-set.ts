@@ -8,6 +8,7 @@ import {
   emptyProfileState,
   mergeProfileStates,
 } from '../domain/engage/index.js';
+import type { FunctionTarget } from '../domain/routing.js';
 import type { ComputationRecord, EngageBatch, ProfileRecord, ProfileWrite, Store, StoredMessage } from '../store/store.js';
 import type { ProfileCache } from './profile-cache.js';
 
@@ -49,9 +50,16 @@ export interface Definitions {
   readonly baseline: Outputs;
   /** What a profile without stored outputs was last sent: the baseline, but in no audience. */
   readonly unsent: Outputs;
-  /** Enabled Webhooks destinations by source id. */
-  /** Sources with an enabled Webhooks destination, each with whether it orders per user. */
-  readonly webhookSources: ReadonlyMap<string, boolean>;
+  /** Where a source's identify syncs go: sources with an enabled Webhooks destination or enabled function destinations. */
+  readonly syncTargets: ReadonlyMap<string, SyncTargets>;
+}
+
+/** A source's destinations that get Engage's identify syncs. */
+export interface SyncTargets {
+  /** Its Webhooks destination when enabled, with whether it orders per user. */
+  readonly webhooks: { readonly ordered: boolean } | undefined;
+  /** Its enabled function destinations, oldest first. */
+  readonly functions: readonly FunctionTarget[];
 }
 
 export function firstIdentifier(profile: WorkingProfile, prefix: string): string | undefined {

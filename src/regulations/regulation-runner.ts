@@ -1,10 +1,11 @@
 import { deleteMessageBody } from '../domain/regulation.js';
-import type { ConfigStore, IngestEntry, IngestStore, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
+import { type DeliveryTarget, functionTarget } from '../domain/routing.js';
+import type { ConfigStore, FunctionStore, IngestEntry, IngestStore, RegulationDetail, RegulationStepKey, RegulationStore } from '../store/store.js';
 import { PassLoop } from '../util/pass-loop.js';
 
 export interface RegulationRunnerOptions {
   /** The steps, and the destination each erased source's `delete` messages go to. */
-  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'> & Pick<IngestStore, 'hasRawRequestsUpTo'>;
+  readonly store: RegulationStore & Pick<ConfigStore, 'getDestination'> & Pick<FunctionStore, 'listFunctionDestinations'> & Pick<IngestStore, 'hasRawRequestsUpTo'>;
   readonly now: () => number;
   readonly newMessageId: () => string;
   /** How often to look for steps left by a restart or created on another node. */
@@ -117,9 +118,13 @@ export class RegulationRunner {
     const at = now();
     // The delete messages go out through the normal delivery queue, so a
     // receiver that is down gets them later like any other message.
-    const webhooks = await store.getDestination(step.sourceId, 'webhooks');
+    // They go to the source's enabled Webhooks destination and to each of its
+    // enabled function destinations (their `onDelete`): a delete message has
+    // no `integrations` and is not filtered.
+    const [webhooks, functions] = await Promise.all([store.getDestination(step.sourceId, 'webhooks'), store.listFunctionDestinations(step.sourceId)]);
+    const destinations: DeliveryTarget[] = [...(webhooks?.enabled === true ? ['webhooks' as const] : []), ...functions.filter((f) => f.enabled).map((f) => functionTarget(f.id))];
     const messages: IngestEntry[] =
-      webhooks?.enabled === true ? regulation.subjectIds.map((userId) => deleteEntry(step.sourceId, userId, newMessageId(), at)) : [];
+      destinations.length > 0 ? regulation.subjectIds.map((userId) => deleteEntry(step.sourceId, userId, newMessageId(), at, destinations)) : [];
     await store.runRegulationStep({ ...step, eraseUserIds: regulation.subjectIds, messages, at });
   }
 
@@ -143,7 +148,7 @@ function keyOf(step: RegulationStepKey): string {
   return `${step.regulationId} ${step.sourceId}`;
 }
 
-function deleteEntry(sourceId: string, userId: string, messageId: string, at: number): IngestEntry {
+function deleteEntry(sourceId: string, userId: string, messageId: string, at: number, destinations: readonly DeliveryTarget[]): IngestEntry {
   return {
     sourceId,
     status: 'accepted',
@@ -152,6 +157,6 @@ function deleteEntry(sourceId: string, userId: string, messageId: string, at: nu
     userId,
     receivedAt: at,
     body: deleteMessageBody(userId, messageId, at),
-    destinations: ['webhooks'],
+    destinations,
   };
 }

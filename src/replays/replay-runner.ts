@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { orderKeyOf } from '../domain/delivery-order.js';
-import { REPLAY_WINDOW, nextReplayWindow, pickReplayPage } from '../domain/replay.js';
+import { REPLAY_WINDOW, nextReplayWindow, pickReplayPage, replayTargets } from '../domain/replay.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { SettingsCheck } from '../domain/webhook-settings.js';
@@ -153,6 +153,7 @@ export class ReplayRunner {
       message.userId === undefined || suppressions.regulationFor(replay.sourceId, message.userId) === undefined;
     const picked = pickReplayPage(page, room, replay, filters, keep);
     if (picked === undefined) return 0;
+    const targets = replayTargets(replay.receivers);
     const queued = await store.queueReplayPage({
       replayId: replay.id,
       sourceId: replay.sourceId,
@@ -160,7 +161,8 @@ export class ReplayRunner {
       toCursor: picked.toCursor,
       messageSeqs: picked.seqs,
       orderKeys: orderKeysOf(page, picked.seqs),
-      receivers: replay.receivers,
+      receivers: targets.receiverUrls,
+      destinations: targets.destinations,
       at: now(),
       transforming: transformed(directory.webhooks(replay.sourceId)?.check),
     });
@@ -169,8 +171,9 @@ export class ReplayRunner {
       this.replays = undefined;
       return 0;
     }
-    this.replays = this.replays?.map((r) => (r.id === replay.id ? { ...r, cursor: picked.toCursor, queued: r.queued + picked.seqs.length } : r));
-    return picked.seqs.length;
+    const deliveries = picked.seqs.length * targets.destinations.length;
+    this.replays = this.replays?.map((r) => (r.id === replay.id ? { ...r, cursor: picked.toCursor, queued: r.queued + deliveries } : r));
+    return deliveries;
   }
 }
 

@@ -1,3 +1,4 @@
+import type { DeliveryTarget } from '../domain/routing.js';
 import type { IngestEntry } from './records.js';
 
 /**
@@ -26,24 +27,51 @@ import type { IngestEntry } from './records.js';
 /** Where a parked delivery is due: the largest time a JavaScript Date holds (admin views still show it). */
 export const PARKED_AT = 8_640_000_000_000_000;
 
-/** One row per chain in a commit: a second sync of a chain in the same batch is refused (the evaluator keeps the last). */
-export function syncChainsOf(entries: readonly IngestEntry[]): Array<{ index: number; computationId: string; key: string; sourceId: string }> {
+/** A sync's delivery to one destination, on its chain. */
+export interface SyncChain {
+  /** The entry's index in the commit. */
+  readonly index: number;
+  readonly computationId: string;
+  /** The stored `sync_key`, see {@link chainKey}. */
+  readonly key: string;
+  readonly sourceId: string;
+  readonly destination: DeliveryTarget;
+}
+
+/**
+ * One row per chained delivery in a commit: each destination of a sync but an
+ * ordered Webhooks destination (`orderKey`: its order keeps the key's syncs
+ * in order). A second sync of a chain in the same commit is refused (the
+ * evaluator keeps the last).
+ */
+export function syncChainsOf(entries: readonly IngestEntry[]): SyncChain[] {
   const seen = new Set<string>();
-  const chains: Array<{ index: number; computationId: string; key: string; sourceId: string }> = [];
+  const chains: SyncChain[] = [];
   entries.forEach((entry, index) => {
     const sync = entry.engageSync;
     if (sync === undefined) return;
     const id = chainId(entry.sourceId, sync.computationId, sync.key);
     if (seen.has(id)) throw new Error(`two syncs of one chain in one commit: ${id}`);
     seen.add(id);
-    chains.push({ index, computationId: sync.computationId, key: chainKey(entry.sourceId, sync.key), sourceId: entry.sourceId });
+    for (const destination of entry.destinations) {
+      if (destination === 'webhooks' && entry.orderKey !== undefined) continue;
+      chains.push({ index, computationId: sync.computationId, key: chainKey(entry.sourceId, sync.key, destination), sourceId: entry.sourceId, destination });
+    }
   });
   return chains;
 }
 
-/** The stored `sync_key`: the source and the receiver key (a computation's chains are found by its id alone). */
-export function chainKey(sourceId: string, key: string): string {
-  return `${sourceId} ${key}`;
+/**
+ * The stored `sync_key`: the source, the destination and the receiver key (a
+ * computation's chains are found by its id alone). Each destination has its
+ * own chain, so a delivery in flight to one never holds up, nor is dropped
+ * by, another destination's. The Webhooks destination's has no destination
+ * part (as before function destinations), a function's is
+ * `<source> function:<id> <key>`: the receiver key always starts `u:` or `a:`,
+ * so no user id can make one chain's key another's.
+ */
+export function chainKey(sourceId: string, key: string, destination: DeliveryTarget): string {
+  return destination === 'webhooks' ? `${sourceId} ${key}` : `${sourceId} ${destination} ${key}`;
 }
 
 function chainId(sourceId: string, computationId: string, key: string): string {

@@ -415,6 +415,11 @@ export interface ReplayPage {
   readonly at: number;
   /** The destination has a transformation: the deliveries are created `transforming` (it runs again on each). */
   readonly transforming?: boolean | undefined;
-  /** Where the page's deliveries go (default: the Webhooks destination). */
-  readonly destination?: DeliveryTarget | undefined;
+  /**
+   * Where the page's deliveries go (default: the Webhooks destination): one
+   * delivery per message and destination. `receivers`, `orderKeys` and
+   * `transforming` are the Webhooks destination's; a function destination's
+   * replayed deliveries are due at once, unordered.
+   */
+  readonly destinations?: readonly DeliveryTarget[] | undefined;
 }

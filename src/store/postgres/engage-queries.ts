@@ -292,9 +292,16 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
     await client.query(
       `UPDATE deliveries d SET sync_computation_id = c.computation_id, sync_key = c.key,
          next_attempt_at = CASE WHEN c.parked THEN $5 ELSE d.next_attempt_at END
-       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[]) AS c(seq, computation_id, key, parked)
-       WHERE d.message_seq = c.seq`,
-      [chains.map((c) => seqs[c.index]), chains.map((c) => c.computationId), chains.map((c) => c.key), chains.map((c) => parked.has(`${c.computationId} ${c.key}`)), PARKED_AT],
+       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::boolean[], $6::text[]) AS c(seq, computation_id, key, parked, destination)
+       WHERE d.message_seq = c.seq AND d.destination = c.destination`,
+      [
+        chains.map((c) => seqs[c.index]),
+        chains.map((c) => c.computationId),
+        chains.map((c) => c.key),
+        chains.map((c) => parked.has(`${c.computationId} ${c.key}`)),
+        PARKED_AT,
+        chains.map((c) => c.destination),
+      ],
     );
   }
   for (const live of batch.computationsLive ?? []) {

@@ -51,10 +51,22 @@ export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): 
   const moved = await client.query(
     `UPDATE replays SET cursor_seq = $1, queued = queued + $2, updated_at = $3
      WHERE id = $4 AND cursor_seq = $5 AND status = 'running'`,
-    [page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor],
+    // `queued` counts deliveries, as `delivered` and `failed` do: one per message and destination.
+    [page.toCursor, page.messageSeqs.length * (page.destinations?.length ?? 1), page.at, page.replayId, page.fromCursor],
   );
   if (moved.rowCount === 0) return false;
   if (page.messageSeqs.length === 0) return true;
+  const destinations = page.destinations ?? ['webhooks'];
+  const others = destinations.filter((d) => d !== 'webhooks');
+  if (others.length > 0) {
+    await client.query(
+      `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at, replay_id)
+       SELECT $1, q.seq, t.destination, 'pending', $2, $2, $2, $3
+       FROM unnest($4::bigint[]) WITH ORDINALITY AS q(seq, ord) CROSS JOIN unnest($5::text[]) AS t(destination) ORDER BY q.ord`,
+      [page.sourceId, page.at, page.replayId, page.messageSeqs, others],
+    );
+  }
+  if (!destinations.includes('webhooks')) return true;
   // Keyed ones start with no due time; linkOrdered chains them per key.
   // A transformed destination's replay waits for the transform stage and is not ordered.
   const keyOf = (i: number): string | undefined => (page.transforming === true ? undefined : page.orderKeys?.[i]);

@@ -18,7 +18,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
-import { PARKED_AT, syncChainsOf } from '../engage-sync-chain.js';
+import { PARKED_AT, type SyncChain, syncChainsOf } from '../engage-sync-chain.js';
 
 const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
 
@@ -292,15 +292,16 @@ export class EngageQueries {
         else removeMember.run(change.computationId, profile.id);
       }
     }
-    const chains = new Map(syncChainsOf(batch.messages).map((c) => [c.index, c]));
+    const chains = new Map<number, SyncChain[]>();
+    for (const chain of syncChainsOf(batch.messages)) chains.set(chain.index, [...(chains.get(chain.index) ?? []), chain]);
     batch.messages.forEach((entry, index) => {
-      const chain = chains.get(index);
-      const parked = chain !== undefined && this.supersede(chain.computationId, chain.key, batch.at);
+      const own = chains.get(index) ?? [];
+      const parked = own.map((chain) => this.supersede(chain.computationId, chain.key, batch.at));
       const seq = this.messages.insert(entry, 'accepted');
-      if (chain !== undefined) {
-        this.prepare(`UPDATE deliveries SET sync_computation_id = ?, sync_key = ?, next_attempt_at = CASE WHEN ? THEN ? ELSE next_attempt_at END WHERE message_seq = ?`)
-          .run(chain.computationId, chain.key, parked ? 1 : 0, PARKED_AT, seq);
-      }
+      own.forEach((chain, i) => {
+        this.prepare(`UPDATE deliveries SET sync_computation_id = ?, sync_key = ?, next_attempt_at = CASE WHEN ? THEN ? ELSE next_attempt_at END WHERE message_seq = ? AND destination = ?`)
+          .run(chain.computationId, chain.key, parked[i] === true ? 1 : 0, PARKED_AT, seq, chain.destination);
+      });
     });
     for (const live of batch.computationsLive ?? []) {
       const marked = this.prepare(`UPDATE computations SET status = 'live', updated_at = ? WHERE id = ? AND version = ?`).run(batch.at, live.id, live.version);

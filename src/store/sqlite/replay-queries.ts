@@ -16,6 +16,7 @@ export class ReplayQueries {
   private readonly queuePageTx: Transaction<(page: ReplayPage) => boolean>;
   private readonly moveCursor: Statement<[number, number, number, string, number]>;
   private readonly insertDelivery: Statement<[string, number, string, number | null, string | null, number, number, string, number | null]>;
+  private readonly insertOtherDelivery: Statement<[string, number, string, number, number, number, string]>;
   private readonly order: DeliveryOrder;
 
   constructor(private readonly db: Database) {
@@ -25,10 +26,20 @@ export class ReplayQueries {
     this.insertDelivery = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id, after_id)
       VALUES (?, ?, 'webhooks', ?, ?, ?, ?, ?, ?, ?)`);
+    this.insertOtherDelivery = db.prepare(`
+      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at, replay_id)
+      VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`);
     this.order = new DeliveryOrder(db);
     this.queuePageTx = db.transaction((page: ReplayPage) => {
-      const moved = this.moveCursor.run(page.toCursor, page.messageSeqs.length, page.at, page.replayId, page.fromCursor).changes > 0;
+      // `queued` counts deliveries, as `delivered` and `failed` do: one per message and destination.
+      const moved = this.moveCursor.run(page.toCursor, page.messageSeqs.length * (page.destinations?.length ?? 1), page.at, page.replayId, page.fromCursor).changes > 0;
       if (!moved) return false;
+      const destinations = page.destinations ?? ['webhooks'];
+      for (const destination of destinations) {
+        if (destination === 'webhooks') continue;
+        for (const seq of page.messageSeqs) this.insertOtherDelivery.run(page.sourceId, seq, destination, page.at, page.at, page.at, page.replayId);
+      }
+      if (!destinations.includes('webhooks')) return true;
       const receivers = page.receivers === undefined ? null : JSON.stringify(page.receivers);
       // A transformed destination's replay waits for the transform stage and
       // is not ordered (its output body is filled later; see docs/transformations.md).
