@@ -124,7 +124,7 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
         DATABASE_URL: databaseUrl ?? '',
       };
       const profiling = profile && options.cpuProfileDir !== undefined ? ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir] : [];
-      const child = spawnManaged(launchLabel, process.execPath, [...profiling, SWITCHYARD_BIN, 'serve'], { cpus: context.cpus.server, env });
+      const child = spawnManaged(launchLabel, process.execPath, ['--no-node-snapshot', ...profiling, SWITCHYARD_BIN, 'serve'], { cpus: context.cpus.server, env });
       const target = watchChild(launchLabel, child, url, {});
       try {
         await waitHealthy(child, url, launchLabel);

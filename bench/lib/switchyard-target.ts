@@ -42,7 +42,10 @@ export async function startSwitchyard(label: string, options: RunOptions, cpus: 
       DATABASE_URL: database?.url ?? '',
     };
     const profiling = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
-    const child = spawnManaged(label, process.execPath, [...profiling, SWITCHYARD_BIN, 'serve'], { cpus, env });
+    // With the flag the bin runs the server in this very process instead of
+    // re-running itself: the pid measured (CPU, threads, event loop) is the
+    // server's, not a waiting parent's (every CPU figure read 0 without it).
+    const child = spawnManaged(label, process.execPath, ['--no-node-snapshot', ...profiling, SWITCHYARD_BIN, 'serve'], { cpus, env });
     const target = watchChild(label, child, url, {}, cleanup);
     try {
       await waitHealthy(child, url, label);
