@@ -1,5 +1,4 @@
 import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
-import type { RetryPolicy } from '../domain/retry-policy.js';
 import { webhookBody } from '../domain/webhook-payload.js';
 import { dropsFields, fieldsToDrop, isExemptFromFilters, removePaths } from '../domain/destination-filters.js';
 import { isJsonObject } from '../domain/message.js';
@@ -9,27 +8,16 @@ import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
 import { type Tracing, startDeliveryAttempt } from '../telemetry/tracing.js';
 import { functionIdOf } from '../domain/routing.js';
 import { type FunctionRoundContext, runFunctionRound } from './function-round.js';
-import type { CircuitBreaker } from './circuit-breaker.js';
-import type { OriginSlots } from './origin-slots.js';
-import type { ReceiverRates } from './receiver-rates.js';
 import { signBody, standardWebhookHeaders } from './signer.js';
 import type { PostResult, WebhookSender } from './webhook-sender.js';
 import { sleepUntil } from '../util/sleep-until.js';
+import type { SharedRoundContext } from './round-context.js';
 
-export interface RoundContext {
-  readonly owner: string;
+export interface RoundContext extends SharedRoundContext {
   readonly userAgent: string;
-  readonly policy: RetryPolicy;
   /** The source's Webhooks destination as it is now, settings parsed (the SourceDirectory's view). */
   readonly destination: (sourceId: string) => WebhookDestination | undefined;
   readonly sender: WebhookSender;
-  readonly breaker: CircuitBreaker;
-  readonly slots: OriginSlots;
-  readonly rates: ReceiverRates;
-  readonly now: () => number;
-  readonly random: () => number;
-  /** Aborted when the worker stops; POSTs cut short by it are not recorded. */
-  readonly stop: AbortSignal;
   /** Called for every POST that is recorded. */
   readonly onPost: (result: PostResult) => void;
   /** On: a span per POST, child of the message's stored traceparent, sent to the receiver as `traceparent`. */

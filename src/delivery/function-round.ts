@@ -1,19 +1,14 @@
 import { type HeldReceiver, type SentResult, decideDelivery } from '../domain/delivery-decision.js';
 import { dropsFields, fieldsToDrop, isExemptFromFilters, removePaths } from '../domain/destination-filters.js';
 import { isJsonObject } from '../domain/message.js';
-import type { RetryPolicy } from '../domain/retry-policy.js';
 import type { DestinationFilter } from '../domain/destination-filters.js';
 import type { FunctionCallResult, FunctionRunner } from '../functions/function-runner.js';
 import type { ClaimedDelivery, DeliveryOutcome, FunctionDestinationRecord } from '../store/store.js';
-import type { CircuitBreaker } from './circuit-breaker.js';
-import type { OriginSlots } from './origin-slots.js';
-import type { ReceiverRates } from './receiver-rates.js';
 import { sleepUntil } from '../util/sleep-until.js';
+import type { SharedRoundContext } from './round-context.js';
 
 /** What a function destination's round needs of the worker. */
-export interface FunctionRoundContext {
-  readonly owner: string;
-  readonly policy: RetryPolicy;
+export interface FunctionRoundContext extends SharedRoundContext {
   /** The function destination as it is now (the SourceDirectory's view). */
   readonly destination: (functionId: string) => FunctionDestinationRecord | undefined;
   /** The source's filters, for their `dropFields`. */
@@ -21,14 +16,8 @@ export interface FunctionRoundContext {
   /** Reads one version's code (when its isolate is not loaded). */
   readonly code: (functionId: string, version: number) => Promise<string | undefined>;
   readonly runner: FunctionRunner;
-  /** Shared with receivers; keyed `function:<id>`. */
-  readonly breaker: CircuitBreaker;
-  /** One call in flight per function destination (its isolate runs one call at a time anyway). */
-  readonly slots: OriginSlots;
-  readonly rates: ReceiverRates;
-  readonly now: () => number;
-  readonly random: () => number;
-  readonly stop: AbortSignal;
+  // breaker: shared with receivers, keyed `function:<id>`; slots: one call in
+  // flight per function destination (its isolate runs one call at a time).
   readonly onCall: (result: FunctionCallResult) => void;
 }
 
