@@ -27,7 +27,7 @@ export interface FunctionCode {
 }
 
 /**
- * How one call ended (INTERFACE.md, "Function destinations"): `delivered`
+ * How one call ended (docs/functions.md, "Outcomes"): `delivered`
  * when the handler returned; `retry` for RetryError, a network error or
  * timeout of `fetch` thrown out of the handler, or the call running past
  * its time; `failed` for everything else (EventNotSupported, a missing

@@ -1,6 +1,6 @@
 /**
- * Ordered delivery covers Engage's identify syncs (INTERFACE.md, "Ordered
- * delivery": "they are keyed like any identify"). A user's track to an
+ * Ordered delivery covers Engage's identify syncs (README, "Ordered
+ * delivery per user": they are keyed like any identify). A user's track to an
  * ordered destination is answered 503 and retried; the audience sync that
  * track causes must wait behind it (pending, `waitingFor` the track's
  * delivery, nothing sent), and go only once the track has its 2xx.
