@@ -190,6 +190,9 @@ export interface DebuggerEntry {
 export interface Delivery {
   readonly id: number;
   readonly sourceId: string;
+  /** `webhooks`, or `function` with `functionId`. */
+  readonly destination: string;
+  readonly functionId?: string;
   readonly messageSeq: number;
   readonly messageId?: string;
   readonly status: 'pending' | 'succeeded' | 'failed';
@@ -210,6 +213,53 @@ export interface Attempt {
   readonly durationMs: number;
   /** The receiver's answer: two headers and the first 1 KB of the body. */
   readonly response?: { readonly contentType?: string; readonly retryAfter?: string; readonly body: string; readonly bodyTruncated?: boolean };
+  /** A function destination's call (its `url` is then `function:<id>`). */
+  readonly function?: FunctionRun;
+}
+
+/** One `fetch` a function made. */
+export interface FunctionFetch {
+  readonly method: string;
+  readonly url: string;
+  readonly status?: number;
+  readonly error?: string;
+  readonly durationMs: number;
+}
+
+export type FunctionOutcome = 'delivered' | 'retry' | 'failed';
+
+/** What one call of a function did, as an attempt records it. */
+export interface FunctionRun {
+  readonly version: number;
+  readonly outcome: FunctionOutcome;
+  readonly errorType?: string;
+  readonly fetches: readonly FunctionFetch[];
+  readonly logs: readonly string[];
+}
+
+/** A function destination; `code` on a single read only. Secret-looking settings read as `********`. */
+export interface FunctionDestination {
+  readonly id: string;
+  readonly sourceId: string;
+  readonly name: string;
+  readonly version: number;
+  readonly enabled: boolean;
+  readonly settings: Record<string, unknown>;
+  readonly maxRequestsPerSecond?: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly code?: string;
+}
+
+/** One event of `POST /functions/test`. */
+export interface FunctionTestResult {
+  readonly input: unknown;
+  readonly outcome: FunctionOutcome;
+  readonly error?: string;
+  readonly errorType?: string;
+  readonly fetches: readonly FunctionFetch[];
+  readonly logs: readonly string[];
+  readonly durationMs: number;
 }
 
 export interface Regulation {

@@ -4,6 +4,7 @@ import { ApiError, callWith, storeToken, storedToken, whenUnauthorized } from '.
 import { AudiencesPage, ComputedTraitsPage } from './pages/computations.js';
 import { DebuggerPage } from './pages/debugger.js';
 import { DeliveriesPage } from './pages/deliveries.js';
+import { FunctionsPage } from './pages/functions.js';
 import { OverviewPage } from './pages/overview.js';
 import { ProfilesPage } from './pages/profiles.js';
 import { RegulationsPage } from './pages/regulations.js';
@@ -20,6 +21,7 @@ const PAGES = [
   { path: 'overview', title: 'Overview', view: OverviewPage },
   { path: 'sources', title: 'Sources', view: SourcesPage },
   { path: 'webhooks', title: 'Webhooks', view: WebhooksPage },
+  { path: 'functions', title: 'Functions', view: FunctionsPage },
   { path: 'debugger', title: 'Live debugger', view: DebuggerPage },
   { path: 'deliveries', title: 'Deliveries', view: DeliveriesPage },
   { path: 'replays', title: 'Replays', view: ReplaysPage },

@@ -1,8 +1,10 @@
 import { useState } from 'preact/hooks';
 import { api, type Attempt, type Delivery } from '../api.js';
+import { useFunctionNames } from '../function-names.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
+import { FetchList, LoggedLines, OutcomeBadge, RunError } from './function-run.js';
 
 const STATUSES = ['pending', 'succeeded', 'failed'] as const;
 const PAGE_SIZE = 100;
@@ -37,6 +39,7 @@ export function DeliveriesPage({ route }: { route: Route }) {
   ]);
   /** Each row names its source; the id stays beside it (a deleted source has only the id). */
   const sourceNames = new Map((sources ?? []).map((source) => [source.id, source.name]));
+  const { names: functionNames, error: functionNamesError } = useFunctionNames((deliveries ?? []).filter((d) => d.destination === 'function').map((d) => d.sourceId));
   const go = (change: Record<string, string>): void => {
     const params = { source: sourceId, status, delivery: selectedId, before: beforeId, ...change };
     navigate('deliveries', Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')));
@@ -89,67 +92,74 @@ export function DeliveriesPage({ route }: { route: Route }) {
       <Status>{notice}</Status>
       <ErrorMessage error={actionError} />
       <ErrorMessage error={error} />
+      <ErrorMessage error={functionNamesError} />
       {deliveries !== undefined && deliveries.length === 0 && <p>No deliveries match.</p>}
       {deliveries !== undefined && deliveries.length > 0 && (
-        <table>
-          <caption class="visually-hidden">Deliveries, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Id</th>
-              <th scope="col">Source</th>
-              <th scope="col">Message</th>
-              <th scope="col">Status</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Updated</th>
-              <th scope="col">Last error</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {deliveries.map((delivery) => (
-              <tr key={delivery.id} data-delivery-id={delivery.id} aria-selected={String(delivery.id) === selectedId}>
-                <td>{delivery.id}</td>
-                <td>
-                  {sourceNames.get(delivery.sourceId) ?? ''}
-                  <br />
-                  <code class="hint">{delivery.sourceId}</code>
-                </td>
-                <td>
-                  <code>{delivery.messageId ?? `#${delivery.messageSeq}`}</code>
-                </td>
-                <td>
-                  <span class={`badge ${delivery.status}`}>{delivery.status}</span>
-                </td>
-                <td>{delivery.attemptCount}</td>
-                <td>{formatTime(delivery.updatedAt)}</td>
-                <td>{delivery.lastError ?? ''}</td>
-                <td class="actions">
-                  <button type="button" class="secondary" onClick={() => go({ delivery: String(delivery.id) })} aria-label={`Show the attempts of delivery ${delivery.id}`}>
-                    Attempts
-                  </button>
-                  {delivery.status === 'failed' && (
-                    <button
-                      type="button"
-                      onClick={() =>
-                        void api('POST', `/deliveries/${delivery.id}/retry`).then(
-                          () => {
-                            setActionError(undefined);
-                            setNotice(`Delivery ${delivery.id} is back in the queue.`);
-                            reload();
-                          },
-                          setActionError,
-                        )
-                      }
-                      aria-label={`Retry delivery ${delivery.id}`}
-                    >
-                      Retry
-                    </button>
-                  )}
-                </td>
+        <div class="scroll-x">
+          <table>
+            <caption class="visually-hidden">Deliveries, newest first</caption>
+            <thead>
+              <tr>
+                <th scope="col">Id</th>
+                <th scope="col">Source</th>
+                <th scope="col">Destination</th>
+                <th scope="col">Message</th>
+                <th scope="col">Status</th>
+                <th scope="col">Attempts</th>
+                <th scope="col">Updated</th>
+                <th scope="col">Last error</th>
+                <th scope="col">Actions</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {deliveries.map((delivery) => (
+                <tr key={delivery.id} data-delivery-id={delivery.id} aria-selected={String(delivery.id) === selectedId}>
+                  <td>{delivery.id}</td>
+                  <td>
+                    {sourceNames.get(delivery.sourceId) ?? ''}
+                    <br />
+                    <code class="hint">{delivery.sourceId}</code>
+                  </td>
+                  <td>
+                    <DestinationName delivery={delivery} functionNames={functionNames} />
+                  </td>
+                  <td>
+                    <code>{delivery.messageId ?? `#${delivery.messageSeq}`}</code>
+                  </td>
+                  <td>
+                    <span class={`badge ${delivery.status}`}>{delivery.status}</span>
+                  </td>
+                  <td>{delivery.attemptCount}</td>
+                  <td>{formatTime(delivery.updatedAt)}</td>
+                  <td>{delivery.lastError ?? ''}</td>
+                  <td class="actions">
+                    <button type="button" class="secondary" onClick={() => go({ delivery: String(delivery.id) })} aria-label={`Show the attempts of delivery ${delivery.id}`}>
+                      Attempts
+                    </button>
+                    {delivery.status === 'failed' && (
+                      <button
+                        type="button"
+                        onClick={() =>
+                          void api('POST', `/deliveries/${delivery.id}/retry`).then(
+                            () => {
+                              setActionError(undefined);
+                              setNotice(`Delivery ${delivery.id} is back in the queue.`);
+                              reload();
+                            },
+                            setActionError,
+                          )
+                        }
+                        aria-label={`Retry delivery ${delivery.id}`}
+                      >
+                        Retry
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {deliveries !== undefined && (beforeId !== '' || deliveries.length === PAGE_SIZE) && (
         <nav class="row" aria-label="Pages of deliveries">
@@ -170,6 +180,19 @@ export function DeliveriesPage({ route }: { route: Route }) {
   );
 }
 
+/** `Webhooks`, or a function destination by its name (while the names load, and once it is deleted, by its id only). */
+function DestinationName({ delivery, functionNames }: { delivery: Delivery; functionNames: ReadonlyMap<string, string> | undefined }) {
+  if (delivery.functionId === undefined) return <>{delivery.destination === 'webhooks' ? 'Webhooks' : delivery.destination}</>;
+  const name = functionNames?.get(delivery.functionId);
+  return (
+    <>
+      {name !== undefined ? `Function ${name}` : functionNames === undefined ? 'Function' : 'Function (deleted)'}
+      <br />
+      <code class="hint">{delivery.functionId}</code>
+    </>
+  );
+}
+
 /**
  * What `POST /deliveries/:id/retry` did, in words: a failed delivery goes back
  * in the queue; a pending one becomes due at once; `requeued: 0` means a
@@ -182,6 +205,8 @@ function retryOutcome(id: string, status: Delivery['status'], requeued: number):
 
 function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void; onRetried: () => void }) {
   const { value, error, reload } = useLoad(() => api<Delivery & { attempts: Attempt[] }>('GET', `/deliveries/${id}`), [id]);
+  const { names: functionNames } = useFunctionNames(value?.functionId === undefined ? [] : [value.sourceId]);
+  const functionName = value?.functionId === undefined ? undefined : functionNames?.get(value.functionId);
   const [outcome, setOutcome] = useState('');
   const [retryError, setRetryError] = useState<unknown>(undefined);
   const [busy, setBusy] = useState(false);
@@ -207,7 +232,7 @@ function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void;
       {value !== undefined && (
         <>
           <p>
-            Status <span class={`badge ${value.status}`}>{value.status}</span>
+            To <DestinationName delivery={value} functionNames={functionNames} /> · Status <span class={`badge ${value.status}`}>{value.status}</span>
             {value.nextAttemptAt !== undefined && value.status === 'pending' && <> · next attempt {formatTime(value.nextAttemptAt)}</>}
             {value.waitingFor !== undefined && <> · waiting for delivery {value.waitingFor} of the same user</>}
           </p>
@@ -228,39 +253,48 @@ function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void;
           {value.attempts.length === 0 ? (
             <p>No attempt yet.</p>
           ) : (
-            <table>
-              <caption class="visually-hidden">Attempts, oldest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">URL</th>
-                  <th scope="col">Answer</th>
-                  <th scope="col">Duration</th>
-                </tr>
-              </thead>
-              <tbody>
-                {value.attempts.map((attempt, i) => (
-                  <tr key={i} class="attempt">
-                    <td>{formatTime(attempt.at)}</td>
-                    <td>
-                      <code>{attempt.url}</code>
-                    </td>
-                    <td>
-                      {attempt.statusCode !== undefined ? `HTTP ${attempt.statusCode}` : (attempt.error ?? '')}
-                      {attempt.response?.contentType !== undefined && <span class="hint"> · {attempt.response.contentType}</span>}
-                      {attempt.response?.retryAfter !== undefined && <span class="hint"> · Retry-After {attempt.response.retryAfter}</span>}
-                      {attempt.response !== undefined && attempt.response.body !== '' && (
-                        <details>
-                          <summary>Body{attempt.response.bodyTruncated === true ? ' (first 1 KB)' : ''}</summary>
-                          <pre class="answer-body">{attempt.response.body}</pre>
-                        </details>
-                      )}
-                    </td>
-                    <td>{attempt.durationMs} ms</td>
+            <div class="scroll-x">
+              <table>
+                <caption class="visually-hidden">Attempts, oldest first</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Time</th>
+                    <th scope="col">{value.functionId === undefined ? 'URL' : 'Function'}</th>
+                    <th scope="col">Answer</th>
+                    <th scope="col">Duration</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
+                </thead>
+                <tbody>
+                  {value.attempts.map((attempt, i) => (
+                    <tr key={i} class="attempt">
+                      <td>{formatTime(attempt.at)}</td>
+                      <td>
+                        {attempt.function !== undefined && (
+                          <>
+                            {functionName ?? 'Function'} v{attempt.function.version}
+                            <br />
+                          </>
+                        )}
+                        <code>{attempt.url}</code>
+                      </td>
+                      <td>
+                        {attempt.function !== undefined && <FunctionAttempt attempt={attempt} run={attempt.function} index={i} />}
+                        {attempt.function === undefined && (attempt.statusCode !== undefined ? `HTTP ${attempt.statusCode}` : (attempt.error ?? ''))}
+                        {attempt.response?.contentType !== undefined && <span class="hint"> · {attempt.response.contentType}</span>}
+                        {attempt.response?.retryAfter !== undefined && <span class="hint"> · Retry-After {attempt.response.retryAfter}</span>}
+                        {attempt.response !== undefined && attempt.response.body !== '' && (
+                          <details>
+                            <summary>Body{attempt.response.bodyTruncated === true ? ' (first 1 KB)' : ''}</summary>
+                            <pre class="answer-body">{attempt.response.body}</pre>
+                          </details>
+                        )}
+                      </td>
+                      <td>{attempt.durationMs} ms</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
           )}
         </>
       )}
@@ -273,5 +307,24 @@ function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void;
         </button>
       </div>
     </section>
+  );
+}
+
+/** A function destination's call: its outcome and error, every fetch it made and, a click away, its logged lines. */
+function FunctionAttempt({ attempt, run, index }: { attempt: Attempt; run: NonNullable<Attempt['function']>; index: number }) {
+  return (
+    <>
+      <OutcomeBadge outcome={run.outcome} />
+      <RunError error={attempt.error} errorType={run.errorType} />
+      <FetchList fetches={run.fetches} label={`Fetches of attempt ${index + 1}`} />
+      {run.logs.length > 0 ? (
+        <details>
+          <summary>Logged lines ({run.logs.length})</summary>
+          <LoggedLines logs={run.logs} />
+        </details>
+      ) : (
+        <p class="hint">Nothing logged.</p>
+      )}
+    </>
   );
 }

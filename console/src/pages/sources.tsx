@@ -139,6 +139,9 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
       <td>{formatTime(source.createdAt)}</td>
       <td class="actions">
         <a href={`#/webhooks?source=${source.id}`}>Webhooks</a>
+        <a href={`#/functions?source=${source.id}`} aria-label={`Function destinations of ${source.name}`}>
+          Functions
+        </a>
         <a href={`#/debugger?source=${source.id}`}>Debugger</a>
         <button type="button" class="secondary" onClick={() => setRenaming(true)} aria-label={`Rename ${source.name}`}>
           Rename

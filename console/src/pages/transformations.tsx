@@ -1,5 +1,6 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type TransformationSummary, type TransformationVersion } from '../api.js';
+import { CodeEditor } from '../code-editor.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { ConfirmDelete, ErrorMessage, PageTitle, Status, errorText, formatTime, useLoad, useSources } from '../ui.js';
@@ -13,21 +14,6 @@ const STARTER_CODE = `export function transformEvent(event, metadata) {
   return event;
 }
 `;
-
-/** `(line 3, column 7)` in an `invalid_transformation` message: where the editor's cursor should go. */
-export function codePosition(message: string): { line: number; column: number } | undefined {
-  const at = /\(line (\d+), column (\d+)\)/.exec(message);
-  return at === null ? undefined : { line: Number(at[1]), column: Number(at[2]) };
-}
-
-/** The offset in `text` of a 1-based line and column, clamped to the text. */
-function offsetOf(text: string, line: number, column: number): number {
-  const lines = text.split('\n');
-  let offset = 0;
-  for (let i = 0; i < Math.min(line - 1, lines.length - 1); i++) offset += lines[i]!.length + 1;
-  const current = lines[Math.min(line - 1, lines.length - 1)] ?? '';
-  return offset + Math.min(Math.max(column - 1, 0), current.length);
-}
 
 export function TransformationsPage({ route }: { route: Route }) {
   const { value: list, error, reload } = useLoad(async () => (await api<{ transformations: TransformationSummary[] }>('GET', '/transformations')).transformations, []);
@@ -138,7 +124,6 @@ function TransformationEditor({ id, version, sources, onSaved }: {
   const [code, setCode] = useState(id === undefined ? STARTER_CODE : '');
   const [saveError, setSaveError] = useState<unknown>(undefined);
   const [busy, setBusy] = useState(false);
-  const editor = useRef<HTMLTextAreaElement>(null);
 
   useEffect(() => {
     if (id === undefined) return;
@@ -175,14 +160,6 @@ function TransformationEditor({ id, version, sources, onSaved }: {
   const codeError = saveError instanceof ApiError && saveError.code === 'invalid_transformation' ? saveError : undefined;
   const nameError = saveError instanceof ApiError && saveError.field === 'name' ? saveError : undefined;
   const otherError = saveError !== undefined && codeError === undefined && nameError === undefined ? saveError : undefined;
-  const position = codeError === undefined ? undefined : codePosition(codeError.message);
-  const goToError = (): void => {
-    const area = editor.current;
-    if (area === null || position === undefined) return;
-    const offset = offsetOf(area.value, position.line, position.column);
-    area.focus();
-    area.setSelectionRange(offset, offset);
-  };
   const shownVersion = version ?? loaded?.version;
   const title = id === undefined ? 'New transformation' : `${loaded?.name ?? id}`;
 
@@ -218,31 +195,7 @@ function TransformationEditor({ id, version, sources, onSaved }: {
                 {errorText(nameError)}
               </p>
             )}
-            <div class="editor">
-              <label class="editor-code">
-                Code
-                <textarea
-                  ref={editor}
-                  class="code"
-                  rows={16}
-                  spellcheck={false}
-                  value={code}
-                  onInput={(event) => setCode((event.target as HTMLTextAreaElement).value)}
-                  aria-invalid={codeError !== undefined}
-                  aria-describedby={codeError === undefined ? undefined : 'code-error'}
-                />
-              </label>
-              {codeError !== undefined && (
-                <div class="editor-error" id="code-error" role="alert">
-                  <p class="error">{errorText(codeError)}</p>
-                  {position !== undefined && (
-                    <button type="button" class="secondary" onClick={goToError}>
-                      Go to line {position.line}, column {position.column}
-                    </button>
-                  )}
-                </div>
-              )}
-            </div>
+            <CodeEditor code={code} onInput={setCode} error={codeError} />
             <ErrorMessage error={otherError} />
             <button type="submit" disabled={busy}>
               {id === undefined ? 'Create transformation' : `Save as version ${(loaded?.version ?? 0) + 1}`}
