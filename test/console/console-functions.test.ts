@@ -63,7 +63,7 @@ describeBrowser('the console: function destinations', () => {
 
   it("opens from the source's row and shows the API refusing code that does not compile beside the editor, with its line and column", async () => {
     await page.getByRole('link', { name: 'Sources', exact: true }).click();
-    await page.locator(`tr[data-source-id="${shop.id}"]`).getByRole('link', { name: 'Function destinations of shop' }).click();
+    await page.locator(`tr[data-source-id="${shop.id}"]`).getByRole('link', { name: 'Functions of shop' }).click();
     await page.getByText('shop has no function destinations yet.').waitFor();
     assert.match(page.url(), new RegExp(`#/functions\\?source=${shop.id}$`));
     await page.getByRole('button', { name: 'New function destination' }).click();

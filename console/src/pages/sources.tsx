@@ -139,7 +139,7 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
       <td>{formatTime(source.createdAt)}</td>
       <td class="actions">
         <a href={`#/webhooks?source=${source.id}`}>Webhooks</a>
-        <a href={`#/functions?source=${source.id}`} aria-label={`Function destinations of ${source.name}`}>
+        <a href={`#/functions?source=${source.id}`} aria-label={`Functions of ${source.name}`}>
           Functions
         </a>
         <a href={`#/debugger?source=${source.id}`}>Debugger</a>
@@ -162,8 +162,8 @@ function SourceRow({ source, onChanged, onNotice }: { source: Source; onChanged:
         {confirming && (
           <div class="confirm" role="alertdialog" aria-labelledby={`confirm-${source.id}`}>
             <p id={`confirm-${source.id}`}>
-              Delete <strong>{source.name}</strong>? Its write key stops working at once, and its Webhooks destination, stored messages, deliveries and
-              their attempts are deleted for good.
+              Delete <strong>{source.name}</strong>? Its write key stops working at once, and its Webhooks destination, function destinations, stored
+              messages, deliveries and their attempts are deleted for good.
             </p>
             <button
               type="button"
