@@ -63,6 +63,7 @@ describeBrowser('the console: function destinations', () => {
 
   it("opens from the source's row and shows the API refusing code that does not compile beside the editor, with its line and column", async () => {
     await page.getByRole('link', { name: 'Sources', exact: true }).click();
+    await assertAccessible(page, 'the sources page with its Functions links');
     await page.locator(`tr[data-source-id="${shop.id}"]`).getByRole('link', { name: 'Functions of shop' }).click();
     await page.getByText('shop has no function destinations yet.').waitFor();
     assert.match(page.url(), new RegExp(`#/functions\\?source=${shop.id}$`));
@@ -141,6 +142,11 @@ describeBrowser('the console: function destinations', () => {
     assert.equal(await page.getByLabel('Key of setting 2').getAttribute('readonly'), '');
     assert.match((await page.locator(`#${(await secretValue.getAttribute('aria-describedby'))!}`).textContent()) ?? '', /kept as it is while the value reads \*{8}/);
     assert.equal(await page.getByRole('button', { name: 'Save changes' }).count(), 1, 'unchanged code is no new version');
+    // As JSON and back: the mask stays the mask.
+    await page.getByRole('button', { name: 'Edit settings as JSON' }).click();
+    assert.deepEqual(JSON.parse(await page.getByLabel('Settings (JSON)').inputValue()), { url: receiver.url, apiKey: '********' });
+    await page.getByRole('button', { name: 'Edit settings as rows' }).click();
+    assert.equal(await page.getByLabel('Value of setting 2').inputValue(), '********');
     await assertAccessible(page, 'the function editor with a masked secret');
 
     await fillCode(page, CODE_V2);
@@ -202,6 +208,16 @@ describeBrowser('the console: function destinations', () => {
     assert.match((await attempts.textContent()) ?? '', /To Function Chat/);
     await assertAccessible(page, 'a function delivery and its attempt');
     await screenshot(page, 'deliveries-function');
+  });
+
+  it("deletes a secret when its row is removed (left out, it would be kept)", async () => {
+    await page.goto(`${sy.url}/console#/functions?source=${shop.id}&id=${functionId}`);
+    await page.getByRole('heading', { name: 'Chat (version 2)' }).waitFor();
+    await page.getByRole('button', { name: 'Remove setting apiKey' }).click();
+    await page.getByText('Deleted on save: apiKey.').waitFor();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved Chat (version 2).' }).waitFor();
+    assert.deepEqual((await sy.admin('GET', `/sources/${shop.id}/destinations/functions/${functionId}`)).body.settings, { url: receiver.url });
   });
 
   it('fits a 390 px wide screen without scrolling the page sideways', async () => {
