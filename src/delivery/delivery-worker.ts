@@ -357,7 +357,11 @@ export class DeliveryWorker {
       this.dueHint = Math.min(this.dueHint, earliest);
       return;
     }
-    if (earliest >= sleeping.until) return;
+    // A loop waiting for free slots claims when enough are free, not when
+    // something falls due: woken early it claimed a handful at a time, each
+    // claim a commit of its own (an ordered backlog releases successors with
+    // every outcome batch).
+    if (sleeping.forSlots || earliest >= sleeping.until) return;
     clearTimeout(sleeping.timer);
     sleeping.until = earliest;
     sleeping.timer = setTimeout(sleeping.wake, Math.max(0, earliest - this.now()));
