@@ -15,6 +15,11 @@ export function replayScope(replayId: string): string {
   return `replay:${replayId}`;
 }
 
+/** The scope a delivery is ordered in: its replay's, else its source's Webhooks destination's. */
+export function deliveryScope(sourceId: string, replayId: string | undefined): string {
+  return replayId === undefined ? destinationScope(sourceId) : replayScope(replayId);
+}
+
 /** The key of a stored message body: its userId, else its anonymousId; undefined when it has neither. */
 export function orderKeyOf(body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
@@ -34,6 +39,17 @@ export interface OrderedJob {
   readonly key: string;
   /** When it falls due if nothing is before it. */
   readonly at: number;
+}
+
+/** Where a delivery stands in its key's order: its scope and key. */
+export interface OrderPlace {
+  readonly scope: string;
+  readonly key: string;
+}
+
+/** Orders (scope, key) pairs by code unit: every transaction that locks several keys' tails locks them in this order. */
+export function compareScopeKey(x: OrderPlace, y: OrderPlace): number {
+  return x.scope < y.scope ? -1 : x.scope > y.scope ? 1 : x.key < y.key ? -1 : x.key > y.key ? 1 : 0;
 }
 
 export interface ChainedJob extends OrderedJob {

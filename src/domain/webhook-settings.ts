@@ -25,7 +25,8 @@ export interface WebhookSettings {
   /**
    * `user`: each key's (userId, else anonymousId) messages go to each receiver
    * one at a time, in processing order (see docs/architecture.md, "Ordered
-   * delivery"). Absent means `none`. Not combined with a transformation yet.
+   * delivery"). Absent means `none`. With a transformation, its outputs keep
+   * the order (a split's parts in turn, a drop passes its place on).
    */
   readonly ordering?: WebhookOrdering | undefined;
 }
@@ -166,11 +167,6 @@ export function parseWebhookSettings(input: unknown): SettingsCheck {
     const parsed = parseTransformationRef(input['transformation']);
     if (typeof parsed === 'string') return problem(parsed);
     transformation = parsed;
-  }
-  // A transformation fills its deliveries' bodies after processing (a split
-  // adds deliveries then), which the per-key chain does not follow yet.
-  if (transformation !== undefined && ordering === 'user') {
-    return problem('settings.ordering "user" cannot be combined with a transformation yet; remove one of them');
   }
   return {
     ok: true,

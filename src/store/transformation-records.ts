@@ -1,4 +1,5 @@
 /** Records of transformations and of the deliveries waiting for one (see `TransformationStore` in store.ts). */
+import type { OrderPlace } from '../domain/delivery-order.js';
 
 export interface TransformationRecord {
   readonly id: string;
@@ -29,6 +30,8 @@ export interface TransformingDelivery {
   readonly body: string | null;
   /** Queued by a replay: its outcome never changes the message's status. */
   readonly replay: boolean;
+  /** The replay that queued it (its deliveries are ordered in the replay's scope). */
+  readonly replayId?: string | undefined;
   /** The message's stored `traceparent` (see IngestEntry.traceparent). */
   readonly traceparent?: string | undefined;
 }
@@ -54,6 +57,13 @@ export type TransformResult = {
   readonly replay: boolean;
   /** Undefined when no transformation ran (it was detached since: the delivery goes on with the message's body). */
   readonly info: TransformInfo | undefined;
+  /**
+   * The (scope, key) the delivery is ordered in, when its message has a key;
+   * given for a drop, a failure and a split: the store may have to pass the
+   * delivery's place in the key's order on, or check whether the key's tail
+   * names it.
+   */
+  readonly order?: OrderPlace | undefined;
 } & (
   | { readonly kind: 'output'; readonly bodies: readonly string[] }
   | { readonly kind: 'unchanged' }
@@ -76,15 +86,26 @@ export interface TransformationStore {
   /** Up to `limit` deliveries waiting for their transformation, oldest first, but those of `skipSourceIds`. */
   listTransformingDeliveries(limit: number, skipSourceIds: readonly string[]): Promise<TransformingDelivery[]>;
   /**
-   * In one commit, for each result whose delivery is still `transforming`:
-   * `output`: the delivery becomes `pending` (due at `at`) with the first
-   * body; each further body is a new pending delivery of the same message
-   * and destination, in order. `unchanged`: `pending` with no body of its
-   * own. `dropped`: the delivery is deleted, the message `filtered` with the
-   * reason. `failed`: the delivery is `failed` (transform_failed, so a
-   * requeue makes it `transforming` again), the message `failed` with the
-   * reason. Every result with `info` records it on the message. Notifies
-   * `deliveries` and `messages`.
+   * In one commit, for each result whose delivery is still `transforming`
+   * (in the order given: a key's earlier delivery first):
+   * `output`: the delivery becomes `pending` with the body; due at `at`
+   * unless it is ordered behind a delivery still `pending` or
+   * `transforming` (then that one's final outcome releases it). A split
+   * (several bodies): each body is a delivery of the same message and
+   * destination, in order; on an ordered delivery (linked to a key's chain)
+   * new deliveries carry all bodies but the last, chained behind each other
+   * from the delivery's predecessor, and the delivery itself carries the
+   * last one behind them, so what waits for it waits for every part.
+   * Unordered, the delivery carries the first body and the new ones are due
+   * at once. `unchanged`: as `output` with no body of its own. `dropped`:
+   * the delivery is deleted, its successors and its key's tail take its
+   * predecessor instead (released when that one is final or absent), the
+   * message `filtered` with the reason. `failed`: the delivery is `failed`
+   * (transform_failed, so a requeue makes it `transforming` again) and, never
+   * sent, passes its place on as a drop does (it may fail before its
+   * predecessor ends: released at once, its successor would overtake that
+   * one), the message `failed` with the reason. Every result with `info` records it on the message.
+   * Notifies `deliveries` and `messages`.
    */
   finishTransforms(results: readonly TransformResult[]): Promise<void>;
 }

@@ -1,3 +1,4 @@
+import { type OrderPlace, deliveryScope, orderKeyOf } from '../domain/delivery-order.js';
 import type { Metrics } from '../metrics.js';
 import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -126,7 +127,8 @@ export class TransformStage {
     }
     const version = await lookup;
     if (version === undefined) {
-      return { ...base, at: now(), info: undefined, kind: 'failed', reason: `transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` v${ref.version}`} no longer exists` };
+      const reason = `transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` v${ref.version}`} no longer exists`;
+      return { ...base, at: now(), info: undefined, kind: 'failed', reason, order: orderOf(delivery) };
     }
     const source = directory.byId(delivery.sourceId);
     const span = this.options.tracing?.startSpan('transform', {
@@ -152,11 +154,22 @@ export class TransformStage {
     const at = now();
     switch (run.outcome.kind) {
       case 'output':
-        return { ...base, at, info, kind: 'output', bodies: run.outcome.bodies };
+        return { ...base, at, info, kind: 'output', bodies: run.outcome.bodies, ...(run.outcome.bodies.length > 1 && { order: orderOf(delivery) }) };
       case 'dropped':
-        return { ...base, at, info, kind: 'dropped', reason: `${label} dropped it` };
+        return { ...base, at, info, kind: 'dropped', reason: `${label} dropped it`, order: orderOf(delivery) };
       case 'error':
-        return { ...base, at, info, kind: 'failed', reason: `${label}: ${run.outcome.error}`.slice(0, 2000) };
+        return { ...base, at, info, kind: 'failed', reason: `${label}: ${run.outcome.error}`.slice(0, 2000), order: orderOf(delivery) };
     }
   }
+}
+
+/**
+ * The (scope, key) an ordered delivery of this message is chained in, as
+ * processing and replays key it (the stored body's userId, else its
+ * anonymousId); read only for a drop, a failure or a split, which may move
+ * the key's tail or check whether it names the delivery.
+ */
+function orderOf(delivery: TransformingDelivery): OrderPlace | undefined {
+  const key = delivery.body === null ? undefined : orderKeyOf(JSON.parse(delivery.body) as unknown);
+  return key === undefined ? undefined : { scope: deliveryScope(delivery.sourceId, delivery.replayId), key };
 }

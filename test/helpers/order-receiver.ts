@@ -25,6 +25,8 @@ export class OrderReceiver {
   readonly arrivals: Arrival[] = [];
   /** Message indexes answered with a 2xx. */
   readonly answered = new Set<number>();
+  /** The same, apart per replay id ('live' for the live copies). */
+  readonly answeredBy = new Map<string, Set<number>>();
   /** Arrivals that found another message of their key (and replay, or live) still open. */
   readonly overlaps: Arrival[] = [];
   url = '';
@@ -90,7 +92,12 @@ export class OrderReceiver {
         this.timers.delete(timer);
         if (response.destroyed) return;
         close();
-        if (reply.status < 300) this.answered.add(arrival.index);
+        if (reply.status < 300) {
+          this.answered.add(arrival.index);
+          const by = arrival.replay ?? 'live';
+          if (!this.answeredBy.has(by)) this.answeredBy.set(by, new Set());
+          this.answeredBy.get(by)!.add(arrival.index);
+        }
         response.writeHead(reply.status).end();
       }, reply.delayMs);
       this.timers.add(timer);

@@ -131,8 +131,9 @@ export async function processRawRequests(
       jobs.sourceIds.push(entry.sourceId);
       jobs.destinations.push(destination);
       jobs.at.push(entry.receivedAt);
-      // A transformed delivery is never ordered (settings refuse both at once).
-      const key = destination === 'webhooks' && entry.transforming !== true ? entry.orderKey : undefined;
+      // Ordered, a transformed delivery takes its place in its key's chain
+      // now; the transform stage decides when it falls due.
+      const key = destination === 'webhooks' ? entry.orderKey : undefined;
       jobs.ordered.push(key !== undefined);
       if (key !== undefined) ordered.push({ scope: destinationScope(entry.sourceId), key, at: entry.receivedAt });
     }

@@ -67,9 +67,10 @@ export async function queueReplayPage(client: pg.ClientBase, page: ReplayPage): 
     );
   }
   if (!destinations.includes('webhooks')) return true;
-  // Keyed ones start with no due time; linkOrdered chains them per key.
-  // A transformed destination's replay waits for the transform stage and is not ordered.
-  const keyOf = (i: number): string | undefined => (page.transforming === true ? undefined : page.orderKeys?.[i]);
+  // Keyed ones start with no due time; linkOrdered chains them per key. A
+  // transformed destination's replay waits for the transform stage, linked
+  // as any (the stage decides when each falls due).
+  const keyOf = (i: number): string | undefined => page.orderKeys?.[i];
   const ordered = page.messageSeqs.map((_, i) => keyOf(i) !== undefined);
   const queued = await client.query<{ id: string; ordered: boolean }>(
     `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, created_at, updated_at, replay_id)

@@ -1,6 +1,8 @@
 // Transformations, their versions, and the deliveries waiting for one.
 import type pg from 'pg';
+import type { OrderPlace } from '../../domain/delivery-order.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
+import { isChainHead, lockIfOpen, lockTailsNaming, passOn } from './delivery-order.js';
 
 interface TransformationRow {
   id: string;
@@ -75,52 +77,109 @@ export async function listTransformingDeliveries(pool: pg.Pool, limit: number, s
     messageId: row.message_id ?? undefined,
     body: row.body,
     replay: row.replay_id !== null,
+    ...(row.replay_id !== null && { replayId: row.replay_id }),
     ...(row.traceparent !== null && { traceparent: row.traceparent }),
   }));
 }
 
-/** See `TransformationStore.finishTransforms`; each result applies only while its delivery is `transforming` (the UPDATE's row lock decides between nodes). */
+/**
+ * See `TransformationStore.finishTransforms`; each result applies only while
+ * its delivery is `transforming` (the UPDATE's row lock decides between
+ * nodes). Ordered deliveries follow processing's locking (see
+ * docs/architecture.md, "Ordered delivery"): tails first, then deliveries;
+ * an open predecessor is locked FOR SHARE before a delivery is left waiting
+ * for it, and a release is a statement after the update that ended a
+ * delivery.
+ */
 export async function finishTransforms(client: pg.ClientBase, results: readonly TransformResult[]): Promise<void> {
+  await lockTailsNaming(
+    client,
+    results.flatMap((result) => ((result.kind === 'dropped' || result.kind === 'failed') && result.order !== undefined ? [{ id: result.deliveryId, place: result.order }] : [])),
+  );
   for (const result of results) {
     const { deliveryId, at } = result;
     let applied: boolean;
     switch (result.kind) {
       case 'output':
       case 'unchanged': {
-        const first = result.kind === 'output' ? (result.bodies[0] ?? null) : null;
-        const updated = await client.query(
-          `UPDATE deliveries SET status = 'pending', body = $1, next_attempt_at = $2, updated_at = $2 WHERE id = $3 AND status = 'transforming'`,
-          [first, at, deliveryId],
-        );
-        applied = (updated.rowCount ?? 0) > 0;
+        const bodies = result.kind === 'output' ? result.bodies : [null];
+        applied = await deliver(client, deliveryId, bodies, result.order, at);
         // A retried message that failed in its transformation and now passes is accepted again.
         if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = $1 AND status = 'failed'`, [result.messageSeq]);
-        if (applied && result.kind === 'output' && result.bodies.length > 1) {
-          await client.query(
-            `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at, body)
-             SELECT d.source_id, d.message_seq, d.destination, 'pending', $1, $1, $1, b.body
-             FROM deliveries d, unnest($2::text[]) WITH ORDINALITY AS b(body, ord) WHERE d.id = $3 ORDER BY b.ord`,
-            [at, result.bodies.slice(1), deliveryId],
-          );
-        }
         break;
       }
       case 'dropped': {
-        const deleted = await client.query(`DELETE FROM deliveries WHERE id = $1 AND status = 'transforming'`, [deliveryId]);
-        applied = (deleted.rowCount ?? 0) > 0;
+        const deleted = await client.query<{ after_id: string | null }>(`DELETE FROM deliveries WHERE id = $1 AND status = 'transforming' RETURNING after_id`, [deliveryId]);
+        const row = deleted.rows[0];
+        applied = row !== undefined;
+        if (row !== undefined) await passOn(client, deliveryId, row.after_id === null ? null : Number(row.after_id), result.order, at);
         if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'filtered', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
         break;
       }
       case 'failed': {
-        const failed = await client.query(
-          `UPDATE deliveries SET status = 'failed', transform_failed = true, last_error = $1, next_attempt_at = NULL, updated_at = $2 WHERE id = $3 AND status = 'transforming'`,
+        const failed = await client.query<{ after_id: string | null }>(
+          `UPDATE deliveries SET status = 'failed', transform_failed = true, last_error = $1, next_attempt_at = NULL, updated_at = $2 WHERE id = $3 AND status = 'transforming' RETURNING after_id`,
           [result.reason, at, deliveryId],
         );
-        applied = (failed.rowCount ?? 0) > 0;
+        const row = failed.rows[0];
+        applied = row !== undefined;
+        // Never sent, and possibly before its predecessor ended: it leaves the key's order as a drop does.
+        if (row !== undefined) await passOn(client, deliveryId, row.after_id === null ? null : Number(row.after_id), result.order, at);
         if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'failed', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
         break;
       }
     }
     if (applied && !result.replay && result.info !== undefined) await client.query(`UPDATE messages SET transform = $1 WHERE seq = $2`, [JSON.stringify(result.info), result.messageSeq]);
   }
+}
+
+/**
+ * Makes the delivery `pending` with `bodies` (see the SQLite twin): due at
+ * `at` unless it waits for a predecessor still open, which is then locked
+ * FOR SHARE (its outcome's release, which waits for this commit, then sees
+ * this delivery waiting). Resolves false when it was not `transforming`.
+ */
+async function deliver(client: pg.ClientBase, id: number, bodies: ReadonlyArray<string | null>, place: OrderPlace | undefined, at: number): Promise<boolean> {
+  // One body and no predecessor (every unordered delivery): one statement.
+  const updated = await client.query<{ after_id: string | null }>(
+    `UPDATE deliveries SET status = 'pending', body = $1, next_attempt_at = CASE WHEN after_id IS NULL AND $4 THEN $2::bigint END, updated_at = $2
+     WHERE id = $3 AND status = 'transforming' RETURNING after_id`,
+    [bodies.length === 1 ? bodies[0] : null, at, id, bodies.length === 1],
+  );
+  const row = updated.rows[0];
+  if (row === undefined) return false;
+  const afterId = row.after_id === null ? null : Number(row.after_id);
+  if (bodies.length === 1) {
+    if (afterId !== null && !(await lockIfOpen(client, afterId))) await client.query(`UPDATE deliveries SET next_attempt_at = $1 WHERE id = $2`, [at, id]);
+    return true;
+  }
+  if (afterId === null && !(await isChainHead(client, id, place))) {
+    await client.query(`UPDATE deliveries SET body = $1, next_attempt_at = $2 WHERE id = $3`, [bodies[0], at, id]);
+    await insertParts(client, id, bodies.slice(1), at, at);
+    return true;
+  }
+  // The parts in turn from the predecessor; this delivery, which its
+  // successor and the key's tail name, carries the last one behind them.
+  const firstDue = afterId === null || !(await lockIfOpen(client, afterId));
+  const parts = await insertParts(client, id, bodies.slice(0, -1), null, at);
+  const chain = [...parts, id];
+  await client.query(
+    `UPDATE deliveries d SET after_id = u.after_id, next_attempt_at = u.due, body = coalesce(u.body, d.body)
+     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS u(id, after_id, due, body) WHERE d.id = u.id`,
+    [chain, chain.map((_, i) => (i === 0 ? afterId : chain[i - 1]!)), chain.map((_, i) => (i === 0 && firstDue ? at : null)), chain.map((_, i) => (i === chain.length - 1 ? bodies.at(-1)! : null))],
+  );
+  return true;
+}
+
+/** New pending deliveries of the delivery's message, destination, replay and receivers, one per body, ids in body order; due at `due` (null: waiting). */
+async function insertParts(client: pg.ClientBase, id: number, bodies: ReadonlyArray<string | null>, due: number | null, at: number): Promise<number[]> {
+  const inserted = await client.query<{ id: string }>(
+    // ORDER BY ord: the identity hands out ids in body order.
+    `INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, retry_urls, replay_id, created_at, updated_at, body)
+     SELECT d.source_id, d.message_seq, d.destination, 'pending', $1::bigint, d.retry_urls, d.replay_id, $4, $4, b.body
+     FROM deliveries d, unnest($2::text[]) WITH ORDINALITY AS b(body, ord) WHERE d.id = $3 ORDER BY b.ord
+     RETURNING id`,
+    [due, bodies, id, at],
+  );
+  return inserted.rows.map((r) => Number(r.id)).sort((a, b) => a - b);
 }

@@ -18,7 +18,7 @@ export class MessageQueries {
   private readonly firstSeqFrom: Statement<[number], [number, number]>;
   private readonly insertMessage: Statement<unknown[]>;
   private readonly insertDelivery: Statement<[string, number, string, string, number, number, number]>;
-  private readonly insertOrdered: Statement<[string, number, string, number | null, number | null, number, number]>;
+  private readonly insertOrdered: Statement<[string, number, string, string, number | null, number | null, number, number]>;
   private readonly order: DeliveryOrder;
   private readonly recent: Statement<[string, number], MessageRow>;
   private readonly after: Statement<[string, number, number], MessageRow>;
@@ -47,11 +47,11 @@ export class MessageQueries {
     this.insertDelivery = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at)
       VALUES (?, ?, ?, ?, ?, ?, ?)`);
-    // An ordered delivery with an earlier one of its key still pending waits
+    // An ordered delivery with an earlier one of its key still open waits
     // behind it: no next attempt (not claimable) until that one ends.
     this.insertOrdered = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, after_id, created_at, updated_at)
-      VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)`);
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
     this.order = new DeliveryOrder(db);
     this.recent = db.prepare(`SELECT * FROM messages WHERE source_id = ? ORDER BY seq DESC LIMIT ?`);
     this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
@@ -144,17 +144,18 @@ export class MessageQueries {
     if (status === 'accepted') {
       for (const destination of entry.destinations) {
         // A transformed destination's delivery waits for the transform stage
-        // (not claimable); it is never ordered (settings refuse both at once).
-        const transforming = entry.transforming === true && destination === 'webhooks';
-        const key = destination === 'webhooks' && !transforming ? entry.orderKey : undefined;
+        // (not claimable); ordered, it takes its place in its key's chain now
+        // and the transform stage decides when it falls due.
+        const status = entry.transforming === true && destination === 'webhooks' ? 'transforming' : 'pending';
+        const key = destination === 'webhooks' ? entry.orderKey : undefined;
         if (key === undefined) {
-          this.insertDelivery.run(entry.sourceId, seq, destination, transforming ? 'transforming' : 'pending', entry.receivedAt, entry.receivedAt, entry.receivedAt);
+          this.insertDelivery.run(entry.sourceId, seq, destination, status, entry.receivedAt, entry.receivedAt, entry.receivedAt);
           continue;
         }
         const scope = destinationScope(entry.sourceId);
         const before = this.order.before(scope, key);
         const at = entry.receivedAt;
-        const id = Number(this.insertOrdered.run(entry.sourceId, seq, destination, before === undefined ? at : null, before ?? null, at, at).lastInsertRowid);
+        const id = Number(this.insertOrdered.run(entry.sourceId, seq, destination, status, before === undefined ? at : null, before ?? null, at, at).lastInsertRowid);
         this.order.append(scope, key, id);
       }
     }

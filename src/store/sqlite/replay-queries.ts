@@ -41,17 +41,14 @@ export class ReplayQueries {
       }
       if (!destinations.includes('webhooks')) return true;
       const receivers = page.receivers === undefined ? null : JSON.stringify(page.receivers);
-      // A transformed destination's replay waits for the transform stage and
-      // is not ordered (its output body is filled later; see docs/transformations.md).
-      if (page.transforming === true) {
-        for (const seq of page.messageSeqs) this.insertDelivery.run(page.sourceId, seq, 'transforming', page.at, receivers, page.at, page.at, page.replayId, null);
-        return true;
-      }
+      // A transformed destination's replay waits for the transform stage,
+      // linked in its key's chain as any (see docs/transformations.md).
+      const status = page.transforming === true ? 'transforming' : 'pending';
       const scope = replayScope(page.replayId);
       page.messageSeqs.forEach((seq, i) => {
         const key = page.orderKeys?.[i];
         const before = key === undefined ? undefined : this.order.before(scope, key);
-        const id = this.insertDelivery.run(page.sourceId, seq, 'pending', before === undefined ? page.at : null, receivers, page.at, page.at, page.replayId, before ?? null).lastInsertRowid;
+        const id = this.insertDelivery.run(page.sourceId, seq, status, before === undefined ? page.at : null, receivers, page.at, page.at, page.replayId, before ?? null).lastInsertRowid;
         if (key !== undefined) this.order.append(scope, key, Number(id));
       });
       return true;

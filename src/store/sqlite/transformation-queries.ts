@@ -1,4 +1,6 @@
 import type { Database, Transaction } from 'better-sqlite3';
+import type { OrderPlace } from '../../domain/delivery-order.js';
+import { DeliveryOrder } from './delivery-order.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 
 interface TransformationRow {
@@ -16,37 +18,72 @@ export class TransformationQueries {
   private readonly finishTx: Transaction<(results: readonly TransformResult[]) => void>;
 
   constructor(private readonly db: Database) {
-    const toPending = db.prepare(`UPDATE deliveries SET status = 'pending', body = ?, next_attempt_at = ?, updated_at = ? WHERE id = ? AND status = 'transforming'`);
-    const toFailed = db.prepare(`UPDATE deliveries SET status = 'failed', transform_failed = 1, last_error = ?, next_attempt_at = NULL, updated_at = ? WHERE id = ? AND status = 'transforming'`);
-    const remove = db.prepare(`DELETE FROM deliveries WHERE id = ? AND status = 'transforming'`);
+    const order = new DeliveryOrder(db);
+    // Pending, and waiting until the body and due time are decided (below, in the same transaction).
+    const toPending = db.prepare(`UPDATE deliveries SET status = 'pending', next_attempt_at = NULL, updated_at = ? WHERE id = ? AND status = 'transforming' RETURNING after_id`);
+    const settle = db.prepare(`UPDATE deliveries SET body = ?, after_id = ?, next_attempt_at = ? WHERE id = ?`);
+    const toFailed = db.prepare(
+      `UPDATE deliveries SET status = 'failed', transform_failed = 1, last_error = ?, next_attempt_at = NULL, updated_at = ? WHERE id = ? AND status = 'transforming' RETURNING after_id`,
+    );
+    const remove = db.prepare(`DELETE FROM deliveries WHERE id = ? AND status = 'transforming' RETURNING after_id`);
+    // A split's part: a delivery of the same message, destination, replay and receivers.
     const split = db.prepare(`
-      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, created_at, updated_at, body)
-      SELECT source_id, message_seq, destination, 'pending', ?, ?, ?, ? FROM deliveries WHERE id = ?`);
+      INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, after_id, retry_urls, replay_id, created_at, updated_at, body)
+      SELECT source_id, message_seq, destination, 'pending', ?, ?, retry_urls, replay_id, ?, ?, ? FROM deliveries WHERE id = ?`);
     const messageStatus = db.prepare(`UPDATE messages SET status = ?, reason = ? WHERE seq = ?`);
     const messageInfo = db.prepare(`UPDATE messages SET transform = ? WHERE seq = ?`);
     // A retried message that failed in its transformation and now passes is accepted again.
     const reaccept = db.prepare(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = ? AND status = 'failed'`);
+    /**
+     * The delivery `id` (now pending, waiting) with `bodies`: due at `at`
+     * unless its predecessor is still open (see TransformationStore.finishTransforms).
+     */
+    const deliver = (id: number, afterId: number | null, bodies: ReadonlyArray<string | null>, place: OrderPlace | undefined, at: number): void => {
+      const due = afterId === null || !order.isOpen(afterId) ? at : null;
+      if (bodies.length === 1) {
+        settle.run(bodies[0]!, afterId, due, id);
+      } else if (!order.isChained(id, afterId, place)) {
+        settle.run(bodies[0]!, afterId, at, id);
+        for (const body of bodies.slice(1)) split.run(at, null, at, at, body, id);
+      } else {
+        // The parts in turn from the predecessor; this delivery, which its
+        // successor and the key's tail name, carries the last one.
+        let previous = afterId;
+        let next = due;
+        for (const body of bodies.slice(0, -1)) {
+          previous = Number(split.run(next, previous, at, at, body, id).lastInsertRowid);
+          next = null;
+        }
+        settle.run(bodies.at(-1)!, previous, null, id);
+      }
+    };
     this.finishTx = db.transaction((results: readonly TransformResult[]) => {
       for (const result of results) {
         const { deliveryId, at } = result;
         let applied: boolean;
         switch (result.kind) {
           case 'output':
-            applied = toPending.run(result.bodies[0] ?? null, at, at, deliveryId).changes > 0;
-            // A split's further messages: new deliveries after the first, in order.
-            if (applied) for (const body of result.bodies.slice(1)) split.run(at, at, at, body, deliveryId);
+          case 'unchanged': {
+            const row = toPending.get(at, deliveryId) as { after_id: number | null } | undefined;
+            applied = row !== undefined;
+            if (row !== undefined) deliver(deliveryId, row.after_id, result.kind === 'output' ? result.bodies : [null], result.order, at);
             break;
-          case 'unchanged':
-            applied = toPending.run(null, at, at, deliveryId).changes > 0;
-            break;
-          case 'dropped':
-            applied = remove.run(deliveryId).changes > 0;
+          }
+          case 'dropped': {
+            const row = remove.get(deliveryId) as { after_id: number | null } | undefined;
+            applied = row !== undefined;
+            if (row !== undefined) order.passOn(deliveryId, row.after_id, result.order, at);
             if (applied && !result.replay) messageStatus.run('filtered', result.reason, result.messageSeq);
             break;
-          case 'failed':
-            applied = toFailed.run(result.reason, at, deliveryId).changes > 0;
+          }
+          case 'failed': {
+            const row = toFailed.get(result.reason, at, deliveryId) as { after_id: number | null } | undefined;
+            applied = row !== undefined;
+            // Never sent, and possibly before its predecessor ended: it leaves the key's order as a drop does.
+            if (row !== undefined) order.passOn(deliveryId, row.after_id, result.order, at);
             if (applied && !result.replay) messageStatus.run('failed', result.reason, result.messageSeq);
             break;
+          }
         }
         if (applied && !result.replay && (result.kind === 'output' || result.kind === 'unchanged')) reaccept.run(result.messageSeq);
         if (applied && !result.replay && result.info !== undefined) messageInfo.run(JSON.stringify(result.info), result.messageSeq);
@@ -118,6 +155,7 @@ export class TransformationQueries {
       messageId: row.message_id ?? undefined,
       body: row.body,
       replay: row.replay_id !== null,
+      ...(row.replay_id !== null && { replayId: row.replay_id }),
       ...(row.traceparent !== null && { traceparent: row.traceparent }),
     }));
   }
