@@ -21,7 +21,8 @@ function suite(flags: () => Record<string, string>): void {
   let sy: TestSwitchyard;
   const receivers: OrderReceiver[] = [];
   before(async () => {
-    sy = await startTestSwitchyard({ ...FAST_RETRIES, ...flags() });
+    // A long retry window: a delivery held back with 503s must not fail for good while a test looks at what waits for it.
+    sy = await startTestSwitchyard({ ...FAST_RETRIES, 'retry-window-ms': '60000', ...flags() });
   });
   after(async () => {
     await sy?.close();
@@ -69,6 +70,97 @@ function suite(flags: () => Record<string, string>): void {
     assert.deepEqual(receiver.inversions(), []);
     assert.deepEqual(receiver.overlaps, []);
     assert.equal((await sy.admin('GET', `/deliveries/${second.id}`)).body.waitingFor, undefined);
+  });
+
+  it('through a transformation: a drop hands its place to the delivery before it, a split sends its parts in turn, and later messages wait for all of them', async () => {
+    let hold = true;
+    // The first message is refused until released: everything after it must wait.
+    const receiver = await new OrderReceiver((_, message) => (hold && message.index === 0 ? { status: 503, delayMs: 0 } : { status: 200, delayMs: 0 })).listen();
+    receivers.push(receiver);
+    const transformation = await sy.admin('POST', '/transformations', {
+      name: 'fates',
+      code: `export function transformEvent(e) {
+        const p = e.properties;
+        if (p.fate === 'drop') return null;
+        if (p.fate === 'split') return [0, 1].map((k) => ({ ...e, properties: { ...p, i: p.i * 10 + k } }));
+        return { ...e, properties: { ...p, i: p.i * 10 } };
+      }`,
+    });
+    const source = await sy.createSource('transformed');
+    const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, {
+      settings: { webhooks: [{ url: receiver.url }], ordering: 'user', transformation: { id: transformation.body.id } },
+    });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    const message = (i: number, fate: string): Record<string, unknown> => ({ type: 'track', event: 'E', userId: 'a', properties: { i, fate } });
+    await sy.send('/v1/batch', source.writeKey, { batch: [message(0, 'keep'), message(1, 'drop'), message(2, 'split')] });
+    const transformed = async (count: number): Promise<any[] | undefined> => {
+      const listed = await listDeliveries(sy, source.id);
+      return listed.length === count && listed.every((d: any) => d.status !== 'transforming') ? listed : undefined;
+    };
+    await eventually(() => transformed(3), 10_000, 'the first request transformed');
+    // After the drop is stored: the key's tail moved from the dropped delivery to the one before it.
+    await sy.send('/v1/batch', source.writeKey, { batch: [message(3, 'keep')] });
+    const listed = await eventually(() => transformed(4), 10_000, 'the second request transformed');
+    await eventually(() => (receiver.arrivals.length > 0 ? true : undefined));
+    const byId = new Map(listed.map((d: any) => [d.id, d]));
+    assert.deepEqual(
+      listed.map((d: any) => d.status),
+      ['pending', 'pending', 'pending', 'pending'],
+      'nothing sent for good while the first message is retried',
+    );
+    const heads = listed.filter((d: any) => d.waitingFor === undefined);
+    assert.equal(heads.length, 1, `one delivery is due, the others wait: ${JSON.stringify(listed)}`);
+    // Each waits for another, all in one line back to the first message's delivery.
+    const waitedFor = new Set(listed.map((d: any) => d.waitingFor));
+    assert.equal(waitedFor.size, 4, 'no two deliveries wait for the same one');
+    for (const delivery of listed) {
+      let at = delivery;
+      for (let steps = 0; at.waitingFor !== undefined && steps < 4; steps++) at = byId.get(at.waitingFor);
+      assert.equal(at.id, heads[0].id);
+    }
+    assert.ok(receiver.arrivals.every((a) => a.index === 0), 'nothing after the first message is sent while it is retried');
+    hold = false;
+    await eventually(() => (receiver.answered.size === 4 ? true : undefined), 15_000, 'the four outputs answered');
+    assert.deepEqual(
+      receiver.arrivals.map((a) => a.index).filter((index, n, all) => all.indexOf(index) === n),
+      [0, 20, 21, 30],
+      'in order, the split\'s parts in turn, nothing of the dropped message',
+    );
+    assert.deepEqual(receiver.overlaps, []);
+  });
+
+  it('a delivery created behind one still transforming waits for it (the transformation detached in between)', async () => {
+    const receiver = await new OrderReceiver(() => ({ status: 200, delayMs: 0 })).listen();
+    receivers.push(receiver);
+    // Slow enough that the second message is processed while the first is still transforming.
+    const transformation = await sy.admin('POST', '/transformations', {
+      name: 'slow',
+      code: `export function transformEvent(e) {
+        const until = Date.now() + 2500;
+        while (Date.now() < until);
+        return e;
+      }`,
+    });
+    const source = await sy.createSource('detached');
+    const settings = { webhooks: [{ url: receiver.url }], ordering: 'user' };
+    const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { settings: { ...settings, transformation: { id: transformation.body.id } } });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    await sy.send('/v1/batch', source.writeKey, { batch: [track('d', 0)] });
+    const [first] = await eventually(async () => {
+      const listed = await listDeliveries(sy, source.id);
+      return listed.length === 1 && listed[0].status === 'transforming' ? listed : undefined;
+    });
+    assert.equal((await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { settings })).status, 200);
+    await sy.send('/v1/batch', source.writeKey, { batch: [track('d', 1)] });
+    const second = await eventually(async () => (await listDeliveries(sy, source.id, 'pending')).find((d: any) => d.id !== first.id));
+    const stillTransforming = (await sy.admin('GET', `/deliveries/${first.id}`)).body.status === 'transforming';
+    if (stillTransforming) assert.equal(second.waitingFor, first.id, 'created pending behind a delivery still transforming: it waits for it');
+    await eventually(() => (receiver.answered.size === 2 ? true : undefined), 15_000, 'both answered');
+    assert.deepEqual(
+      receiver.arrivals.map((a) => a.index),
+      [0, 1],
+    );
+    assert.ok(stillTransforming, 'the first delivery was still transforming when the second was created (the test checked what it means to)');
   });
 
   it('a replay keeps each user\'s order (3 users x 10 messages, answers after 0-40 ms), with ordering "none"', async () => {
