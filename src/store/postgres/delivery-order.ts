@@ -81,14 +81,15 @@ export async function releaseSuccessors(client: pg.ClientBase, ended: readonly n
 }
 
 /**
- * Locks, before anything else of a transaction that drops deliveries, the
- * tails that name them (in the order processing's tail upsert takes tails),
- * so a drop that moves a tail never holds a delivery a creator waits to
- * lock FOR SHARE while it waits for that creator's tail.
+ * Locks, before anything else of a transaction that may pass deliveries'
+ * places on (their transformation dropped or failed them), the tails that
+ * name them, in the order processing's tail upsert takes tails: a pass-on
+ * that moves a tail then never holds a delivery a creator waits to lock
+ * FOR SHARE while it waits for that creator's tail.
  */
-export async function lockTailsNaming(client: pg.ClientBase, drops: ReadonlyArray<{ readonly id: number; readonly place: OrderPlace }>): Promise<void> {
-  if (drops.length === 0) return;
-  const sorted = [...drops].sort((x, y) => compareScopeKey(x.place, y.place));
+export async function lockTailsNaming(client: pg.ClientBase, leaving: ReadonlyArray<{ readonly id: number; readonly place: OrderPlace }>): Promise<void> {
+  if (leaving.length === 0) return;
+  const sorted = [...leaving].sort((x, y) => compareScopeKey(x.place, y.place));
   await client.query({
     name: 'switchyard_order_lock_tails',
     text: `SELECT 1 FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(scope, order_key, delivery_id, ord)
@@ -129,8 +130,9 @@ export async function isChainHead(client: pg.ClientBase, id: number, place: Orde
 }
 
 /**
- * A delivery its transformation dropped hands its place to its predecessor
- * `afterId`: what waited for it waits for that one instead (due at `at`
+ * A delivery its transformation dropped (deleted) or failed on (never to be
+ * sent) hands its place to its predecessor `afterId`: what waited for it
+ * (pending, or still transforming) waits for that one instead (due at `at`
  * when that one is final, gone, or there is none), and its key's tail, if
  * it names it (locked by {@link lockTailsNaming}), names that one or goes.
  * The predecessor is locked FOR SHARE first when open, so its own outcome

@@ -421,11 +421,11 @@ const MIGRATIONS: readonly string[] = [
   );
   ALTER TABLE delivery_attempts ADD COLUMN function_run TEXT;
   `,
-  // Ordered deliveries of a destination with a transformation: a
-  // delivery's transformation dropping its message hands its place in the
-  // key's order to its predecessor, relinking the deliveries that wait for
-  // it, among them ones still waiting for their own transformation (those
-  // pending are found through deliveries_waiting). See docs/architecture.md.
+  // Ordered deliveries of a destination with a transformation: a delivery
+  // its transformation drops or fails on hands its place in the key's order
+  // to its predecessor, relinking the deliveries that wait for it, among
+  // them ones still waiting for their own transformation (those pending are
+  // found through deliveries_waiting). See docs/architecture.md.
   `
   CREATE INDEX deliveries_transforming_after ON deliveries (after_id) WHERE status = 'transforming' AND after_id IS NOT NULL;
   `,

@@ -79,9 +79,10 @@ export class DeliveryOrder {
   }
 
   /**
-   * A delivery removed without an outcome of its own (its transformation
-   * dropped the message) hands its place to its predecessor `afterId`: what
-   * waited for it waits for that one instead (due at `at` when that one is
+   * A delivery that leaves its key's order unsent (its transformation
+   * dropped the message, or failed on it) hands its place to its
+   * predecessor `afterId`: what waited for it (pending, or still
+   * transforming) waits for that one instead (due at `at` when that one is
    * final, gone, or there is none), and the key's tail naming it names that
    * one (or goes, when it no longer holds anyone back).
    */
