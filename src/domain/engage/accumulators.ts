@@ -1,4 +1,3 @@
-import { STATE_LIMITS, type Accumulator, type FoldName } from './state.js';
 import { expiryOf, WINDOW_BUCKETS } from './windows.js';
 
 /**
@@ -10,6 +9,38 @@ import { expiryOf, WINDOW_BUCKETS } from './windows.js';
  * keep a single cell. most_frequent and unique lists keep bounded maps of
  * values instead (rules below).
  */
+
+/** The bounds of what one accumulator keeps (a profile's own bounds are in state.ts's STATE_LIMITS). */
+export const ACCUMULATOR_LIMITS = Object.freeze({
+  /** Distinct values a unique list keeps: the most recently seen. */
+  uniqueValues: 100,
+  /** Candidate values most_frequent counts. */
+  frequentCandidates: 50,
+  /** Characters of a value (as JSON) that first, last, unique_list and most_frequent keep. */
+  valueLength: 1_000,
+});
+
+/**
+ * One accumulator: a fold of the matching events' values, either over all
+ * time (`v`) or per time bucket (`b`, sorted by bucket index). Plain JSON:
+ * it is stored as part of the profile's state.
+ */
+export interface Accumulator {
+  /** The fold: n count, s sum+count, lo min, hi max, f first, l last, mf most frequent, u unique values. */
+  f: FoldName;
+  /** Bucket size in ms when windowed; absent for all time. */
+  w?: number;
+  /** All-time cell. */
+  v?: unknown;
+  /** Windowed cells: [bucket index, cell]. */
+  b?: Array<[number, unknown]>;
+  /** most_frequent: value JSON → count (all time) or → [bucket index, count][] (windowed). */
+  c?: Record<string, number | Array<[number, number]>>;
+  /** unique_list(_count): [value JSON, newest timestamp seen], sorted by that time. */
+  u?: Array<[string, number]>;
+}
+
+export type FoldName = 'n' | 's' | 'lo' | 'hi' | 'f' | 'l' | 'mf' | 'u';
 
 /** What one event condition folds, with its window. */
 export interface LeafShape {
@@ -59,16 +90,16 @@ function isFiniteNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
 
-/** first/last keep any JSON value but null, up to STATE_LIMITS.valueLength characters. */
+/** first/last keep any JSON value but null, up to ACCUMULATOR_LIMITS.valueLength characters. */
 function keepableValue(value: unknown): boolean {
   if (value === undefined || value === null) return false;
-  if (typeof value !== 'object') return typeof value !== 'string' || value.length <= STATE_LIMITS.valueLength;
-  return JSON.stringify(value).length <= STATE_LIMITS.valueLength;
+  if (typeof value !== 'object') return typeof value !== 'string' || value.length <= ACCUMULATOR_LIMITS.valueLength;
+  return JSON.stringify(value).length <= ACCUMULATOR_LIMITS.valueLength;
 }
 
 /** most_frequent and unique lists count scalars: strings (up to the length limit), finite numbers, booleans. As JSON text, or undefined. */
 function scalarKey(value: unknown): string | undefined {
-  if (typeof value === 'string') return value.length <= STATE_LIMITS.valueLength ? JSON.stringify(value) : undefined;
+  if (typeof value === 'string') return value.length <= ACCUMULATOR_LIMITS.valueLength ? JSON.stringify(value) : undefined;
   if (isFiniteNumber(value) || typeof value === 'boolean') return JSON.stringify(value);
   return undefined;
 }
@@ -117,7 +148,7 @@ function addToBuckets<C>(buckets: Array<[number, C]>, index: number, cell: C, co
 /**
  * Unique lists keep, per distinct value, the newest timestamp it was seen
  * at, as [value JSON, timestamp] pairs sorted from the one seen longest ago
- * (equal times: the larger JSON text first). Beyond STATE_LIMITS.uniqueValues
+ * (equal times: the larger JSON text first). Beyond ACCUMULATOR_LIMITS.uniqueValues
  * values the first is dropped, so the kept values are the most recently seen
  * ones whatever the order messages arrive in; and the values a window still
  * counts are always a tail of the list.
@@ -134,7 +165,7 @@ function addUnique(acc: Accumulator, timestamp: number, value: unknown): void {
     break;
   }
   insertSeen(values, [key, timestamp]);
-  if (values.length > STATE_LIMITS.uniqueValues) values.splice(0, values.length - STATE_LIMITS.uniqueValues);
+  if (values.length > ACCUMULATOR_LIMITS.uniqueValues) values.splice(0, values.length - ACCUMULATOR_LIMITS.uniqueValues);
 }
 
 function seenBefore(a: [string, number], b: [string, number]): boolean {
@@ -162,7 +193,7 @@ function firstLiveValue(values: Array<[string, number]>, shape: LeafShape, now: 
 }
 
 /**
- * most_frequent counts at most STATE_LIMITS.frequentCandidates distinct values.
+ * most_frequent counts at most ACCUMULATOR_LIMITS.frequentCandidates distinct values.
  * All time, the Space-Saving rule (Metwally et al.): a new value when the
  * candidates are full replaces the one with the smallest count (ties: larger
  * JSON text) and starts from that count + 1, so a value making more than
@@ -182,7 +213,7 @@ function addFrequent(acc: Accumulator, shape: LeafShape, timestamp: number, valu
       return;
     }
     let start = 1;
-    if (Object.keys(candidates).length >= STATE_LIMITS.frequentCandidates) {
+    if (Object.keys(candidates).length >= ACCUMULATOR_LIMITS.frequentCandidates) {
       const victim = smallestCandidate(candidates, (c) => c as number, () => 0);
       start = (candidates[victim] as number) + 1;
       delete candidates[victim];
@@ -193,7 +224,7 @@ function addFrequent(acc: Accumulator, shape: LeafShape, timestamp: number, valu
   const index = Math.floor(timestamp / shape.bucketMs);
   let buckets = candidates[key] as Array<[number, number]> | undefined;
   if (buckets === undefined) {
-    if (Object.keys(candidates).length >= STATE_LIMITS.frequentCandidates) {
+    if (Object.keys(candidates).length >= ACCUMULATOR_LIMITS.frequentCandidates) {
       delete candidates[smallestCandidate(candidates, (c) => totalCount(c as Array<[number, number]>), (c) => newestBucket(c as Array<[number, number]>))];
     }
     buckets = candidates[key] = [];
@@ -361,7 +392,7 @@ export function mergeAccumulator(into: Accumulator, from: Accumulator): void {
     const newest = new Map<string, number>(into.u ?? []);
     for (const [key, seen] of from.u) newest.set(key, Math.max(newest.get(key) ?? -Infinity, seen));
     const values = [...newest].sort((a, b) => (seenBefore(a, b) ? -1 : seenBefore(b, a) ? 1 : 0));
-    into.u = values.slice(Math.max(0, values.length - STATE_LIMITS.uniqueValues));
+    into.u = values.slice(Math.max(0, values.length - ACCUMULATOR_LIMITS.uniqueValues));
   }
   if (from.c) {
     const candidates = (into.c ??= {});
@@ -375,10 +406,10 @@ export function mergeAccumulator(into: Accumulator, from: Accumulator): void {
       }
     }
     const keys = Object.keys(candidates);
-    if (keys.length > STATE_LIMITS.frequentCandidates) {
+    if (keys.length > ACCUMULATOR_LIMITS.frequentCandidates) {
       const size = (entry: number | Array<[number, number]>): number => (typeof entry === 'number' ? entry : totalCount(entry));
       keys.sort((x, y) => size(candidates[y]!) - size(candidates[x]!) || (x < y ? -1 : x > y ? 1 : 0));
-      for (const key of keys.slice(STATE_LIMITS.frequentCandidates)) delete candidates[key];
+      for (const key of keys.slice(ACCUMULATOR_LIMITS.frequentCandidates)) delete candidates[key];
     }
   }
 }

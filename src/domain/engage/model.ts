@@ -12,6 +12,7 @@ import {
 } from './definitions.js';
 import { DefinitionError } from './errors.js';
 import {
+  type FoldName,
   type LeafShape,
   addEvent,
   countAt,
@@ -23,7 +24,7 @@ import {
   uniqueAt,
   uniqueCountAt,
 } from './accumulators.js';
-import { type ComputationState, type EngageMessage, type FoldName, type ProfileState, applyTraits } from './state.js';
+import { type ComputationState, type EngageMessage, type ProfileState, applyTraits } from './state.js';
 import { bucketSizeFor, parseWithin } from './windows.js';
 
 export type ComputationKind = 'trait' | 'audience';

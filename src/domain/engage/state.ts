@@ -1,4 +1,4 @@
-import { mergeAccumulator } from './accumulators.js';
+import { ACCUMULATOR_LIMITS, type Accumulator, mergeAccumulator } from './accumulators.js';
 
 /**
  * A profile's Engage state: its identify traits and, per computation, the
@@ -21,34 +21,9 @@ export const STATE_LIMITS = Object.freeze({
   traitKeys: 200,
   /** Characters of one trait value as JSON; a longer value is not kept (the previous one stays). */
   traitValueLength: 4_096,
-  /** Distinct values a unique list keeps: the most recently seen. */
-  uniqueValues: 100,
-  /** Candidate values most_frequent counts. */
-  frequentCandidates: 50,
-  /** Characters of a value (as JSON) that first, last, unique_list and most_frequent keep. */
-  valueLength: 1_000,
+  /** What each accumulator keeps. */
+  ...ACCUMULATOR_LIMITS,
 });
-
-/**
- * One accumulator: a fold of the matching events' values, either over all
- * time (`v`) or per time bucket (`b`, sorted by bucket index).
- */
-export interface Accumulator {
-  /** The fold: n count, s sum+count, lo min, hi max, f first, l last, mf most frequent, u unique values. */
-  f: FoldName;
-  /** Bucket size in ms when windowed; absent for all time. */
-  w?: number;
-  /** All-time cell. */
-  v?: unknown;
-  /** Windowed cells: [bucket index, cell]. */
-  b?: Array<[number, unknown]>;
-  /** most_frequent: value JSON → count (all time) or → [bucket index, count][] (windowed). */
-  c?: Record<string, number | Array<[number, number]>>;
-  /** unique_list(_count): [value JSON, newest timestamp seen], sorted by that time. */
-  u?: Array<[string, number]>;
-}
-
-export type FoldName = 'n' | 's' | 'lo' | 'hi' | 'f' | 'l' | 'mf' | 'u';
 
 export interface ComputationState {
   /** Hash of the definition the accumulators were built for; another definition ignores them. */
