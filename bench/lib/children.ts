@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { pinned } from './cpu-plan.js';
 
 export interface ExitStatus {
   readonly code: number | null;
@@ -27,6 +26,11 @@ export interface SpawnOptions {
   /** taskset CPU list; undefined runs unpinned. */
   readonly cpus?: string | undefined;
   readonly onStdoutLine?: (line: string) => void;
+}
+
+/** The command line that runs `command` on the given CPUs (a plan's taskset list, see cpu-plan.ts), or unpinned. */
+export function pinned(cpus: string | undefined, command: string, args: readonly string[]): [string, string[]] {
+  return cpus === undefined ? [command, [...args]] : ['taskset', ['-c', cpus, command, ...args]];
 }
 
 const TAIL_BYTES = 8192;

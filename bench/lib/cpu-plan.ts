@@ -7,7 +7,8 @@ import { loadGenerator } from './http-load.js';
  * Which CPUs the servers and the load generator may use. On a small machine
  * an unpinned load generator steals cycles from the server it measures, and
  * the two sides of a comparison would not get the same share; pinning makes
- * the split explicit and reportable.
+ * the split explicit and reportable. Children are started on their CPUs by
+ * children.ts's `pinned`.
  */
 export interface CpuPlan {
   readonly available: readonly number[];
@@ -74,9 +75,4 @@ function hasTaskset(): boolean {
   } catch {
     return false;
   }
-}
-
-/** The command line that runs `command` on the given CPUs (or unpinned). */
-export function pinned(cpus: string | undefined, command: string, args: readonly string[]): [string, string[]] {
-  return cpus === undefined ? [command, [...args]] : ['taskset', ['-c', cpus, command, ...args]];
 }
