@@ -15,7 +15,8 @@ import { ThreadedStages } from './pipeline/threaded-stages.js';
 import { SuppressionList } from './regulations/suppression-list.js';
 import { SourceDirectory } from './sources/source-directory.js';
 import { type DataDirLock, lockDataDir } from './store/sqlite/data-dir-lock.js';
-import { type Tracing, startTracing } from './telemetry/tracing.js';
+import { startTracing } from './telemetry/start-tracing.js';
+import type { Tracing } from './telemetry/tracing.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
 
@@ -106,7 +107,7 @@ export async function startSwitchyard(config: Config, logger: Logger = pino({ le
 }
 
 async function startServing(config: Config, logger: Logger): Promise<RunningSwitchyard> {
-  // Off: nothing of OpenTelemetry is loaded (see telemetry/tracing.ts).
+  // Off: nothing of OpenTelemetry is loaded (see telemetry/start-tracing.ts).
   const tracing = await startTracing(config.tracing);
   if (config.tracing.enabled) {
     logger.info({ endpoint: config.tracing.tracesEndpoint, sampler: config.tracing.sampler, ratio: config.tracing.ratio }, 'exporting OpenTelemetry traces');

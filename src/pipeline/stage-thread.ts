@@ -10,7 +10,7 @@ import { SuppressionList } from '../regulations/suppression-list.js';
 import { SourceDirectory } from '../sources/source-directory.js';
 import { openStore } from '../store/open-store.js';
 import { adoptWriteLocks } from '../store/sqlite/write-lock.js';
-import { startTracing } from '../telemetry/tracing.js';
+import { startTracing } from '../telemetry/start-tracing.js';
 import { startBackgroundStages } from './background-stages.js';
 import type { FromStageThread, StageThreadData, ToStageThread } from './stage-protocol.js';
 

@@ -1,6 +1,6 @@
 /**
  * The OpenTelemetry side of {@link Tracing}: the only file that imports
- * `@opentelemetry/*`, loaded by `startTracing` only when tracing is on.
+ * `@opentelemetry/*`, loaded by `startTracing` (start-tracing.ts) only when tracing is on.
  *
  * No global provider or context manager is registered: spans get their
  * parent from the `traceparent` each caller holds (stored with the message),

@@ -1,15 +1,11 @@
 /**
  * Tracing as the rest of Switchyard sees it: spans started by name with a
  * W3C `traceparent` as their parent, and nothing else. OpenTelemetry itself
- * lives in `otel-tracing.ts`, which only {@link startTracing} loads, with a
- * dynamic `import()`, when the settings turn tracing on: off, no module of
- * OpenTelemetry is ever loaded and every span is {@link NO_SPAN}.
- *
- * Each thread that makes spans starts its own (the ingest thread in
- * serve.ts, the stage thread in pipeline/stage-thread.ts): an exporter
- * belongs to one event loop.
+ * lives in `otel-tracing.ts`, which only `startTracing` (start-tracing.ts)
+ * loads, with a dynamic `import()`, when the settings turn tracing on: off,
+ * no module of OpenTelemetry is ever loaded and every span is
+ * {@link NO_SPAN}.
  */
-import type { TracingSettings } from '../domain/tracing-settings.js';
 
 export type SpanKind = 'server' | 'client' | 'producer' | 'consumer' | 'internal';
 export type SpanAttributes = Readonly<Record<string, string | number | boolean | undefined>>;
@@ -51,17 +47,6 @@ export const NO_TRACING: Tracing = Object.freeze({
   startSpan: () => NO_SPAN,
   shutdown: async () => {},
 });
-
-/**
- * The tracing the settings ask for: {@link NO_TRACING} when off; on, the
- * OpenTelemetry SDK loaded now, with its OTLP/HTTP exporter and batch
- * processor.
- */
-export async function startTracing(settings: TracingSettings): Promise<Tracing> {
-  if (!settings.enabled) return NO_TRACING;
-  const { OtelTracing } = await import('./otel-tracing.js');
-  return OtelTracing.start(settings);
-}
 
 /** What a delivery attempt's span says about the attempt. */
 export interface DeliveryAttemptFacts {
