@@ -4,7 +4,7 @@ import type { AdminAuth } from './admin-auth.js';
 import { SOURCE_SCHEMAS } from './route-schemas.js';
 import { jsonBoundsError } from './validate.js';
 import { validationError } from './validation-errors.js';
-import type { RouteDocumentation } from '../http/openapi.js';
+import type { RouteDocumentation } from '../route-documentation.js';
 import type { SourceAdmin } from './source-admin.js';
 
 export interface AdminRoutesOptions {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { type JsonSchema, documented } from '../http/openapi.js';
+import { type JsonSchema, documented } from '../route-documentation.js';
 import type { FunctionAdmin } from './function-admin.js';
 
 const time: JsonSchema = { type: 'string', format: 'date-time' };

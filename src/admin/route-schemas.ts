@@ -1,4 +1,4 @@
-import { type JsonSchema, type RouteDocumentation, documented } from '../http/openapi.js';
+import { type JsonSchema, type RouteDocumentation, documented } from '../route-documentation.js';
 
 /**
  * The schemas of the admin routes: Fastify validates request bodies with

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { compileTrackingPlan, parseTrackingPlan, type TrackingPlanDefinition, TrackingPlanError } from '../domain/tracking-plan.js';
 import { type PreviewVerdict, previewTrackingPlan } from '../domain/tracking-plan-preview.js';
 import { ApiError } from '../errors.js';
-import { type JsonSchema, documented } from '../http/openapi.js';
+import { type JsonSchema, documented } from '../route-documentation.js';
 import type { Store } from '../store/store.js';
 import { limitParam, rejectUnknownFields, requireObject } from './validate.js';
 

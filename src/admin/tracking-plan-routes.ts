@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { type JsonSchema, documented } from '../http/openapi.js';
+import { type JsonSchema, documented } from '../route-documentation.js';
 import type { TrackingPlanAdmin } from './tracking-plan-admin.js';
 
 const idParams: JsonSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { brotliCompressSync, gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { documented } from './openapi.js';
+import { documented } from '../route-documentation.js';
 
 /** Where `npm run build` puts the console: dist/console, beside dist/src. */
 export const CONSOLE_DIR = path.resolve(import.meta.dirname, '..', '..', 'console');

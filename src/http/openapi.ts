@@ -1,43 +1,14 @@
-import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
-import type { ErrorCode } from '../errors.js';
-import { ERROR_CODES } from '../errors.js';
-
 /**
  * The OpenAPI 3.1 document of the Tracking API and the admin API, built from
  * the routes as Fastify registers them: every route is in it by
  * construction, and each route's own `schema` (the one Fastify validates its
- * body with) describes it. Beside the schema keys Fastify uses, a route's
- * schema may carry:
- * - `summary`, `description`, `tags`: as in OpenAPI;
- * - `x-body`: the request body's JSON Schema when Fastify does not validate
- *   it (the Tracking API reads every content type with its own parser);
- * - `x-responses`: `{status: {description, schema?}}`;
- * - `x-errors`: the error codes the route answers with; their statuses come
- *   from the error table, so a documented code always exists.
+ * body with, with the documentation keys of route-documentation.ts)
+ * describes it.
  */
-export interface RouteDocumentation {
-  readonly summary?: string;
-  readonly description?: string;
-  readonly tags?: readonly string[];
-  readonly body?: JsonSchema;
-  readonly params?: JsonSchema;
-  readonly querystring?: JsonSchema;
-  readonly 'x-body'?: JsonSchema;
-  readonly 'x-responses'?: Readonly<Record<string, { readonly description: string; readonly schema?: JsonSchema }>>;
-  readonly 'x-errors'?: readonly ErrorCode[];
-  /** The error code of a validation failure under a top-level body field; `invalid_request` elsewhere. */
-  readonly 'x-validation-codes'?: Readonly<Record<string, ErrorCode>>;
-}
-
-export type JsonSchema = Readonly<Record<string, unknown>>;
-
-/** A route's schema as Fastify takes it, with its documentation. */
-export type DocumentedSchema = FastifySchema & RouteDocumentation;
-
-/** Types a group of route documentations as the schemas Fastify takes. */
-export function documented<K extends string>(schemas: Record<K, RouteDocumentation>): Record<K, DocumentedSchema> {
-  return schemas;
-}
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import type { ErrorCode } from '../errors.js';
+import { ERROR_CODES } from '../errors.js';
+import type { JsonSchema, RouteDocumentation } from '../route-documentation.js';
 
 interface CollectedRoute {
   readonly method: string;

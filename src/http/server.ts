@@ -9,7 +9,8 @@ import { VERSION } from '../version.js';
 import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
 import type { Metrics } from '../metrics.js';
-import { type DocumentedSchema, RouteCatalog, documented } from './openapi.js';
+import { type DocumentedSchema, documented } from '../route-documentation.js';
+import { RouteCatalog } from './openapi.js';
 
 export interface ServerOptions {
   readonly logger: Logger;

@@ -1,4 +1,4 @@
-import type { DocumentedSchema } from '../http/openapi.js';
+import type { DocumentedSchema } from '../route-documentation.js';
 import type { ErrorCode } from '../errors.js';
 
 /**

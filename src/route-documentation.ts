@@ -1,0 +1,39 @@
+import type { FastifySchema } from 'fastify';
+import type { ErrorCode } from './errors.js';
+
+/**
+ * How a route documents itself for the OpenAPI document (built in
+ * http/openapi.ts from the routes as Fastify registers them). Here, below
+ * the Tracking API and the admin routes, so that they and the document
+ * import it alike. Beside the schema keys Fastify uses, a route's schema may
+ * carry:
+ * - `summary`, `description`, `tags`: as in OpenAPI;
+ * - `x-body`: the request body's JSON Schema when Fastify does not validate
+ *   it (the Tracking API reads every content type with its own parser);
+ * - `x-responses`: `{status: {description, schema?}}`;
+ * - `x-errors`: the error codes the route answers with; their statuses come
+ *   from the error table, so a documented code always exists.
+ */
+export interface RouteDocumentation {
+  readonly summary?: string;
+  readonly description?: string;
+  readonly tags?: readonly string[];
+  readonly body?: JsonSchema;
+  readonly params?: JsonSchema;
+  readonly querystring?: JsonSchema;
+  readonly 'x-body'?: JsonSchema;
+  readonly 'x-responses'?: Readonly<Record<string, { readonly description: string; readonly schema?: JsonSchema }>>;
+  readonly 'x-errors'?: readonly ErrorCode[];
+  /** The error code of a validation failure under a top-level body field; `invalid_request` elsewhere. */
+  readonly 'x-validation-codes'?: Readonly<Record<string, ErrorCode>>;
+}
+
+export type JsonSchema = Readonly<Record<string, unknown>>;
+
+/** A route's schema as Fastify takes it, with its documentation. */
+export type DocumentedSchema = FastifySchema & RouteDocumentation;
+
+/** Types a group of route documentations as the schemas Fastify takes. */
+export function documented<K extends string>(schemas: Record<K, RouteDocumentation>): Record<K, DocumentedSchema> {
+  return schemas;
+}
