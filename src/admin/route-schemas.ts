@@ -1,17 +1,16 @@
-import { type JsonSchema, type RouteDocumentation, documented } from '../route-documentation.js';
+import { type JsonSchema, documented } from '../route-documentation.js';
+import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
 /**
- * The schemas of the admin routes: Fastify validates request bodies with
- * them before a handler runs (the admin services then check what JSON
- * Schema cannot say, naming the field), and the OpenAPI document is built
- * from the same objects. Times are ISO-8601 strings.
+ * The schemas of the admin routes of sources, Webhooks destinations,
+ * deliveries, deletions, the debugger, replays and the overview: Fastify
+ * validates request bodies with them before a handler runs (the admin
+ * services then check what JSON Schema cannot say, naming the field), and
+ * the OpenAPI document is built from the same objects. Times are ISO-8601
+ * strings. The later route groups (Engage, transformations, function
+ * destinations, tracking plans) keep their schemas beside their routes.
  */
 
-const time: JsonSchema = { type: 'string', format: 'date-time' };
-/** A time a client sends: ISO-8601, or epoch milliseconds. */
-const timeInput: JsonSchema = { type: ['string', 'integer'], description: 'An ISO-8601 time, or epoch milliseconds' };
-const idParams: JsonSchema = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] };
-const stringList = (description: string): JsonSchema => ({ type: 'array', items: { type: 'string' }, description });
 
 const source: JsonSchema = {
   type: 'object',
@@ -169,9 +168,6 @@ const debuggerEntry: JsonSchema = {
     message: { type: 'object' },
   },
 };
-
-const ok = (description: string, schema?: JsonSchema): { description: string; schema?: JsonSchema } =>
-  schema === undefined ? { description } : { description, schema };
 
 export const SOURCE_SCHEMAS = documented({
   create: {
@@ -399,124 +395,6 @@ export const REPLAY_SCHEMAS = documented({
   },
 });
 
-const computation: JsonSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'string' },
-    name: { type: 'string' },
-    key: { type: 'string' },
-    definition: { type: 'object' },
-    destinations: stringList('Source ids whose Webhooks destination receives the syncs'),
-    status: { enum: ['computing', 'live'] },
-    size: { type: 'integer', description: 'Audiences: current members' },
-    createdAt: time,
-    updatedAt: time,
-  },
-};
-
-const computationBody = (required: readonly string[]): JsonSchema => ({
-  type: 'object',
-  properties: {
-    name: { type: 'string' },
-    key: { type: 'string', description: 'Lower snake_case; default: made from the name' },
-    definition: { type: 'object', description: 'See "Audiences and computed traits" in the README' },
-    destinations: stringList('Source ids whose Webhooks destination receives the syncs'),
-  },
-  required,
-});
-
-function computationSchemas(noun: string, plural: string, listKey: string, tag: string): Record<'create' | 'list' | 'get' | 'update' | 'remove', RouteDocumentation> {
-  return {
-    create: {
-      summary: `Create ${noun}: computed over stored history, then kept up to date`,
-      tags: [tag],
-      body: computationBody(['name', 'definition']),
-      'x-responses': { 201: ok(`The new ${noun}, status computing`, computation) },
-      'x-errors': ['invalid_request', 'invalid_definition', 'key_conflict'],
-    },
-    list: {
-      summary: `List ${plural}`,
-      tags: [tag],
-      'x-responses': { 200: ok(`Every ${noun}`, { type: 'object', properties: { [listKey]: { type: 'array', items: computation } } }) },
-    },
-    get: { summary: `One ${noun}`, tags: [tag], params: idParams, 'x-responses': { 200: ok(`The ${noun}`, computation) }, 'x-errors': ['not_found'] },
-    update: {
-      summary: `Change the name, definition or destinations of ${noun} (a new definition is computed again)`,
-      tags: [tag],
-      params: idParams,
-      body: computationBody([]),
-      'x-responses': { 200: ok(`The ${noun}`, computation) },
-      'x-errors': ['invalid_request', 'invalid_definition', 'not_found'],
-    },
-    remove: {
-      summary: `Delete ${noun}: it stops syncing`,
-      tags: [tag],
-      params: idParams,
-      'x-responses': { 204: ok('Deleted') },
-      'x-errors': ['invalid_request', 'not_found'],
-    },
-  };
-}
-
-const identifierParams: JsonSchema = {
-  type: 'object',
-  properties: { identifier: { type: 'string', description: 'user_id:<userId> or anonymous_id:<anonymousId>' } },
-  required: ['identifier'],
-};
-
-export const ENGAGE_SCHEMAS = {
-  traits: documented(computationSchemas('a computed trait', 'computed traits', 'computedTraits', 'computed traits')),
-  audiences: documented(computationSchemas('an audience', 'audiences', 'audiences', 'audiences')),
-  ...documented({
-    members: {
-      summary: "An audience's current members, paged",
-      tags: ['audiences'],
-      params: idParams,
-      querystring: { type: 'object', properties: { limit: { type: 'string' }, cursor: { type: 'string' } } },
-      'x-responses': {
-        200: ok('Members, and a cursor for the next page when there may be more', {
-          type: 'object',
-          properties: {
-            members: {
-              type: 'array',
-              items: { type: 'object', properties: { profileId: { type: 'string' }, userId: { type: 'string' }, anonymousId: { type: 'string' }, since: time } },
-            },
-            cursor: { type: 'string' },
-          },
-        }),
-      },
-      'x-errors': ['invalid_request', 'not_found'],
-    },
-    profile: {
-      summary: 'A profile: identifiers, traits, computed traits and audiences',
-      tags: ['profiles'],
-      params: identifierParams,
-      querystring: { type: 'object', properties: { identifiersLimit: { type: 'string' }, identifiersCursor: { type: 'string' } } },
-      'x-responses': {
-        200: ok('The profile', {
-          type: 'object',
-          properties: {
-            id: { type: 'string' },
-            identifiers: { type: 'array', items: { type: 'string' } },
-            identifiersCursor: { type: 'string' },
-            traits: { type: 'object' },
-            computedTraits: { type: 'object' },
-            audiences: { type: 'array', items: { type: 'string' } },
-          },
-        }),
-      },
-      'x-errors': ['invalid_request', 'profile_not_found'],
-    },
-    events: {
-      summary: "A profile's recent messages, newest first",
-      tags: ['profiles'],
-      params: identifierParams,
-      querystring: { type: 'object', properties: { limit: { type: 'string' } } },
-      'x-responses': { 200: ok('Messages', { type: 'object', properties: { events: { type: 'array', items: { type: 'object' } } } }) },
-      'x-errors': ['invalid_request', 'profile_not_found'],
-    },
-  }),
-};
 const perMinute: JsonSchema = { type: 'object', additionalProperties: { type: 'array', items: { type: 'integer' } } };
 
 export const OVERVIEW_SCHEMAS = documented({
@@ -540,98 +418,5 @@ export const OVERVIEW_SCHEMAS = documented({
       }),
     },
     'x-errors': ['invalid_request'],
-  },
-});
-
-const transformationVersion: JsonSchema = {
-  type: 'object',
-  properties: { id: { type: 'string' }, name: { type: 'string' }, version: { type: 'integer' }, code: { type: 'string' }, createdAt: time },
-};
-const transformationBody: JsonSchema = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', description: 'Up to 200 characters' },
-    code: { type: 'string', description: 'An ES module exporting transformEvent(event, metadata) and/or transformBatch(events, metadata); at most 256 KB' },
-  },
-};
-const versionParams: JsonSchema = { type: 'object', properties: { id: { type: 'string' }, version: { type: 'string' } }, required: ['id', 'version'] };
-
-export const TRANSFORMATION_SCHEMAS = documented({
-  create: {
-    summary: 'Create a transformation (version 1); the code is compiled first',
-    tags: ['transformations'],
-    body: { ...transformationBody, required: ['name', 'code'] },
-    'x-responses': { 201: ok('The transformation', transformationVersion) },
-    'x-errors': ['invalid_request', 'invalid_transformation'],
-  },
-  list: {
-    summary: 'List transformations (latest version numbers, no code)',
-    tags: ['transformations'],
-    'x-responses': { 200: ok('The transformations', { type: 'object', properties: { transformations: { type: 'array', items: { type: 'object' } } } }) },
-  },
-  get: {
-    summary: 'Read a transformation: its latest version and the list of versions',
-    tags: ['transformations'],
-    params: idParams,
-    'x-responses': { 200: ok('The latest version', transformationVersion) },
-    'x-errors': ['not_found'],
-  },
-  getVersion: {
-    summary: 'Read one version of a transformation',
-    tags: ['transformations'],
-    params: versionParams,
-    'x-responses': { 200: ok('The version', transformationVersion) },
-    'x-errors': ['invalid_request', 'not_found'],
-  },
-  update: {
-    summary: 'Save a new version of a transformation (and optionally rename it)',
-    tags: ['transformations'],
-    params: idParams,
-    body: { ...transformationBody, required: ['code'] },
-    'x-responses': { 200: ok('The new version', transformationVersion) },
-    'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
-  },
-  delete: {
-    summary: 'Delete a transformation with all its versions',
-    tags: ['transformations'],
-    params: idParams,
-    'x-responses': { 204: ok('Deleted') },
-    'x-errors': ['not_found', 'transformation_in_use'],
-  },
-  test: {
-    summary: 'Run code, or a stored version, on sample events; nothing is stored',
-    tags: ['transformations'],
-    body: {
-      type: 'object',
-      properties: {
-        code: { type: 'string' },
-        id: { type: 'string' },
-        version: { type: 'integer', minimum: 1 },
-        events: { type: 'array', items: { type: 'object' }, description: '1 to 100 messages' },
-      },
-      required: ['events'],
-    },
-    'x-responses': {
-      200: ok('One result per event', {
-        type: 'object',
-        properties: {
-          results: {
-            type: 'array',
-            items: {
-              type: 'object',
-              properties: {
-                input: { type: 'object' },
-                output: { description: 'The message delivered, or a list of them (a split)' },
-                dropped: { type: 'boolean' },
-                error: { type: 'string' },
-                logs: { type: 'array', items: { type: 'string' } },
-              },
-            },
-          },
-          durationMs: { type: 'number' },
-        },
-      }),
-    },
-    'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
   },
 });

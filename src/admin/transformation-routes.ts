@@ -1,6 +1,100 @@
 import type { FastifyInstance } from 'fastify';
-import { TRANSFORMATION_SCHEMAS } from './route-schemas.js';
+import { type JsonSchema, documented } from '../route-documentation.js';
+import { idParams, ok, time } from './schema-parts.js';
 import type { TransformationAdmin } from './transformation-admin.js';
+
+const transformationVersion: JsonSchema = {
+  type: 'object',
+  properties: { id: { type: 'string' }, name: { type: 'string' }, version: { type: 'integer' }, code: { type: 'string' }, createdAt: time },
+};
+const transformationBody: JsonSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', description: 'Up to 200 characters' },
+    code: { type: 'string', description: 'An ES module exporting transformEvent(event, metadata) and/or transformBatch(events, metadata); at most 256 KB' },
+  },
+};
+const versionParams: JsonSchema = { type: 'object', properties: { id: { type: 'string' }, version: { type: 'string' } }, required: ['id', 'version'] };
+
+const TRANSFORMATION_SCHEMAS = documented({
+  create: {
+    summary: 'Create a transformation (version 1); the code is compiled first',
+    tags: ['transformations'],
+    body: { ...transformationBody, required: ['name', 'code'] },
+    'x-responses': { 201: ok('The transformation', transformationVersion) },
+    'x-errors': ['invalid_request', 'invalid_transformation'],
+  },
+  list: {
+    summary: 'List transformations (latest version numbers, no code)',
+    tags: ['transformations'],
+    'x-responses': { 200: ok('The transformations', { type: 'object', properties: { transformations: { type: 'array', items: { type: 'object' } } } }) },
+  },
+  get: {
+    summary: 'Read a transformation: its latest version and the list of versions',
+    tags: ['transformations'],
+    params: idParams,
+    'x-responses': { 200: ok('The latest version', transformationVersion) },
+    'x-errors': ['not_found'],
+  },
+  getVersion: {
+    summary: 'Read one version of a transformation',
+    tags: ['transformations'],
+    params: versionParams,
+    'x-responses': { 200: ok('The version', transformationVersion) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  update: {
+    summary: 'Save a new version of a transformation (and optionally rename it)',
+    tags: ['transformations'],
+    params: idParams,
+    body: { ...transformationBody, required: ['code'] },
+    'x-responses': { 200: ok('The new version', transformationVersion) },
+    'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
+  },
+  delete: {
+    summary: 'Delete a transformation with all its versions',
+    tags: ['transformations'],
+    params: idParams,
+    'x-responses': { 204: ok('Deleted') },
+    'x-errors': ['not_found', 'transformation_in_use'],
+  },
+  test: {
+    summary: 'Run code, or a stored version, on sample events; nothing is stored',
+    tags: ['transformations'],
+    body: {
+      type: 'object',
+      properties: {
+        code: { type: 'string' },
+        id: { type: 'string' },
+        version: { type: 'integer', minimum: 1 },
+        events: { type: 'array', items: { type: 'object' }, description: '1 to 100 messages' },
+      },
+      required: ['events'],
+    },
+    'x-responses': {
+      200: ok('One result per event', {
+        type: 'object',
+        properties: {
+          results: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                input: { type: 'object' },
+                output: { description: 'The message delivered, or a list of them (a split)' },
+                dropped: { type: 'boolean' },
+                error: { type: 'string' },
+                logs: { type: 'array', items: { type: 'string' } },
+              },
+            },
+          },
+          durationMs: { type: 'number' },
+        },
+      }),
+    },
+    'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
+  },
+});
 
 /** Transformations, as an `extensions` entry of adminRoutes (same auth and error shape). */
 export function transformationRoutes(admin: TransformationAdmin): (app: FastifyInstance) => void {
