@@ -1,34 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import {
-  type ComputationSpec,
-  DefinitionError,
-  type EngageMessage,
-  EngageModel,
-  type Outputs,
-  type ProfileState,
-  diffOutputs,
-  emptyProfileState,
-} from '../domain/engage/index.js';
+import type { ProfileState } from '../domain/engage/index.js';
 import { regulationEffects } from '../domain/regulation.js';
-import { type FunctionTarget, functionTarget } from '../domain/routing.js';
-import { ordersPerUser } from '../domain/webhook-settings.js';
-import type { ComputationRecord, DestinationRecord, EngageBatch, FunctionDestinationRecord, IngestEntry, Store, StoredMessage } from '../store/store.js';
-import { ProfileCache } from './profile-cache.js';
-import { lastSyncPerChain } from './sync-chains.js';
-import { traceSyncs } from './sync-spans.js';
+import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import {
-  type Definitions,
-  type ParsedMessage,
-  ProfileSet,
-  type SyncTargets,
-  RECENT_EVENTS,
-  type Working,
-  type WorkingProfile,
-  firstIdentifier,
-  unsentOutputs,
-} from './profile-set.js';
+import { compileDefinitions } from './engage-definitions.js';
+import { engageMessageOf, identifiersOf } from './engage-messages.js';
+import { EngagePacing } from './engage-pacing.js';
+import { ProfileCache } from './profile-cache.js';
+import { type Definitions, ProfileSet, RECENT_EVENTS, type Working } from './profile-set.js';
+import { lastSyncPerChain } from './sync-chains.js';
+import { SyncMessages, syncTargetsOf } from './sync-messages.js';
+import { traceSyncs } from './sync-spans.js';
 
 export interface EngageRunnerOptions {
   readonly store: Store;
@@ -55,8 +38,6 @@ const LEASE_MS = 15_000;
  * before going past it (a rolled-back insert leaves a gap forever).
  */
 const GAP_GRACE_MS = 3_000;
-/** Prefix of the `reason` of the identify messages Engage stores: the evaluator skips them. */
-export const SYNC_REASON_PREFIX = 'engage:';
 /** Regulations looked at per pass (newest first) for profiles to erase. */
 const REGULATIONS_PER_PASS = 100;
 /**
@@ -70,32 +51,6 @@ const RELOAD_MS = 1_000;
  * messages is one commit here instead of one each.
  */
 const GATHER_MS = 20;
-/** The longest rest between two passes (see `wake`). */
-const MAX_REST_MS = 1_000;
-/**
- * The shortest rest after a pass that did work: messages gather meanwhile,
- * and a page of many is one commit instead of several (most of a page's
- * cost is writing pages of the store, shared by its messages).
- */
-const MIN_REST_MS = 50;
-/** Idle share of the thread over a pass and its rest below which the thread was saturated (see `wake`). */
-const SATURATED_BELOW = 0.04;
-/** … and above which it no longer is. */
-const UNSATURATED_ABOVE = 0.1;
-/**
- * How long the thread must stay never idle, pass after pass, before it counts
- * as saturated for good (not a burst). Measured in time, not passes: a pass
- * and its rest can be 60 ms, and a checkpoint or a warming-up process fills
- * a few of those. Once Engage is behind, the work it leaves the others
- * fills its rests too, so too short a window throttles Engage exactly when
- * it must catch up: at 1 s, half of the `engage.latency` runs fell seconds
- * behind (p99 1.7-2.5 s); at 2 s, p99 0.15-0.68 s over four runs while
- * `engage.overhead` (ingest saturating the thread) kept 0.85; at 3 s it
- * fell to 0.81, and without the rule to 0.66.
- */
-const SATURATED_AFTER_MS = 2_000;
-/** Rest ÷ work while the thread is saturated: Engage then takes at most a fifth of it. */
-const SATURATED_REST_FACTOR = 4;
 /**
  * Memory for profiles kept parsed between pages (see ProfileCache), as
  * estimated by ProfileSet: a user's next message within a while needs no
@@ -109,8 +64,6 @@ const PARKED_POLL_MS = 50;
 
 /** Stands for "never sent" in a diff, so that a backfill's first value always differs. */
 const UNSENT = Symbol('unsent');
-
-const ENGAGE_TYPES = new Set(['identify', 'track', 'page', 'screen', 'group', 'alias']);
 
 /**
  * Evaluates computed traits and audiences (src/domain/engage) over the
@@ -143,17 +96,18 @@ export class EngageRunner {
   private staleLeaseReleased = false;
   /** Whether the last stream page read was full (more was waiting). */
   private behind = false;
-  /** Since when every pass, with its rest, found the thread never idle (see `wake`); undefined: the last one did not. */
-  private busySince: number | undefined;
+  /** The rest after each pass: how much of its thread Engage takes. */
+  private readonly pacing = new EngagePacing();
   /** Whether parked syncs may be waiting (see engage-sync-chain.ts): at start, some may be left from before. */
   private parkedMaybe = true;
-  /** The last sync timestamp handed out (see `stamp`). */
-  private lastStamp = 0;
   /** Only right while this node holds the lease without a break and its commits succeed. */
   private readonly cache = new ProfileCache(CACHE_BYTES);
+  /** Makes the identify messages of output changes. */
+  private readonly syncs: SyncMessages;
 
   constructor(private readonly options: EngageRunnerOptions) {
     this.owner = options.owner ?? `engage-${randomUUID()}`;
+    this.syncs = new SyncMessages(options.newMessageId);
   }
 
   start(): void {
@@ -190,33 +144,10 @@ export class EngageRunner {
       try {
         do {
           this.again = false;
-          const started = performance.now();
-          const before = performance.eventLoopUtilization();
+          const pass = this.pacing.startPass();
           worked = await this.pass();
-          // The SQLite store works synchronously and has one writer: without a
-          // pause, catching up on a backlog would hold the write lock and the
-          // CPU that ingest needs. After a pass that worked it rests as long
-          // as it worked (at least MIN_REST_MS): at most half of its thread.
-          // When the thread was never idle over a pass and its rest, the
-          // thread is saturated (ingest, delivery and Engage share it on one
-          // core) pass after pass for two seconds: Engage then rests four times as long
-          // and takes at most a fifth, falling behind while ingest is saturated
-          // and catching up after. (Whether the other work filled the rest
-          // says nothing: it does what waited during the pass then.)
-          if (worked) {
-            const saturated = this.busySince !== undefined && started - this.busySince >= SATURATED_AFTER_MS;
-            const factor = saturated ? SATURATED_REST_FACTOR : 1;
-            // Behind, there is no need to wait for messages to gather.
-            const least = this.behind ? 0 : MIN_REST_MS;
-            await sleep(Math.min(MAX_REST_MS, Math.max(least, (performance.now() - started) * factor)));
-            const idle = 1 - performance.eventLoopUtilization(before).utilization;
-            if (idle < SATURATED_BELOW || (saturated && idle < UNSATURATED_ABOVE)) this.busySince ??= started;
-            else this.busySince = undefined;
-          } else {
-            // Caught up: whatever kept the thread busy did not keep Engage behind.
-            this.busySince = undefined;
-            await nextTurn();
-          }
+          if (worked) await this.pacing.restAfterWork(pass, this.behind);
+          else await this.pacing.restCaughtUp();
         } while ((this.again || worked) && !this.stopped);
       } catch (error) {
         // A page may have changed cached states in place and not committed them.
@@ -342,11 +273,7 @@ export class EngageRunner {
     const syncTargets = syncTargetsOf(destinations, functions);
     const key = JSON.stringify(computations.map((c) => [c.id, c.version, c.status, c.key, c.destinations]));
     if (this.definitions === undefined || key !== this.definitionsKey) {
-      const model = compileTolerantly(computations.map(toSpec), this.options.onError);
-      const compiled = new Set(model.specs.map((s) => s.id));
-      const byId = new Map(computations.filter((c) => compiled.has(c.id)).map((c) => [c.id, c]));
-      const baseline = model.evaluate(emptyProfileState(), this.options.now());
-      this.definitions = { model, byId, baseline, unsent: unsentOutputs(baseline, byId), syncTargets };
+      this.definitions = compileDefinitions(computations, syncTargets, this.options.now(), this.options.onError);
       this.definitionsKey = key;
       // Cached outputs were read for the old definitions; deleting one also deleted its rows.
       this.cache.clear();
@@ -408,7 +335,7 @@ export class EngageRunner {
     for (const profile of applied) {
       if (!work.holds(profile)) continue;
       const after = definitions.model.evaluate(profile.state, at);
-      messages.push(...this.syncsFor(definitions, profile, profile.current, after, profile.resend, profile.lostMemberships, at));
+      messages.push(...this.syncs.syncsFor(definitions, profile, profile.current, after, profile.resend, profile.lostMemberships, at));
       profile.current = after;
       profile.resend = false;
       profile.lostMemberships = [];
@@ -447,7 +374,7 @@ export class EngageRunner {
     const messages: IngestEntry[] = [];
     for (const profile of await work.load(ids)) {
       const after = definitions.model.evaluate(profile.state, at);
-      messages.push(...this.syncsFor(definitions, profile, profile.current, after, false, [], at));
+      messages.push(...this.syncs.syncsFor(definitions, profile, profile.current, after, false, [], at));
       profile.current = after;
       profile.dirty = true;
     }
@@ -515,7 +442,7 @@ export class EngageRunner {
           const send = computation.kind === 'audience' ? value === true || stored === true : value !== undefined || stored !== undefined;
           before[computation.id] = send ? UNSENT : value;
         }
-        messages.push(...this.syncsFor(definitions, profile, before, after, false, [], at, only));
+        messages.push(...this.syncs.syncsFor(definitions, profile, before, after, false, [], at, only));
         profile.current = after;
         profile.dirty = true;
       }
@@ -555,216 +482,4 @@ export class EngageRunner {
       this.erasedRegulations.add(regulation.id);
     }
   }
-
-  // --- syncs ----------------------------------------------------------------------------------
-
-  /**
-   * The identify messages for a profile's output changes: one per changed
-   * computation with destinations, to each of those sources whose Webhooks
-   * destination is enabled. `resend`: the profile gained a user id or merged,
-   * so its current memberships and values go again. `computingIds`: a backfill
-   * also sends the computations it computes, not yet live.
-   */
-  private syncsFor(
-    definitions: Definitions,
-    profile: WorkingProfile,
-    before: Outputs,
-    after: Outputs,
-    resend: boolean,
-    lostMemberships: readonly string[],
-    at: number,
-    computingIds?: ReadonlySet<string>,
-  ): IngestEntry[] {
-    const changes = new Map(diffOutputs(before, after));
-    if (resend) {
-      for (const [id, value] of Object.entries(after)) {
-        const computation = definitions.byId.get(id);
-        if (computation === undefined) continue;
-        if (computation.kind === 'audience' ? value === true : value !== undefined) changes.set(id, value);
-      }
-      for (const id of lostMemberships) if (after[id] !== true) changes.set(id, false);
-    }
-    const entries: IngestEntry[] = [];
-    for (const [id, value] of changes) {
-      const computation = definitions.byId.get(id);
-      if (computation === undefined || computation.destinations.length === 0) continue;
-      if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
-      // The moment this change was computed: distinct and increasing, so a receiver can order syncs by it.
-      const stamp = this.stamp(at);
-      for (const sourceId of computation.destinations) {
-        const targets = definitions.syncTargets.get(sourceId);
-        if (targets === undefined) continue;
-        for (const userId of receiverIds(profile)) entries.push(this.syncEntry(sourceId, computation, profile, userId, value, stamp, targets));
-      }
-    }
-    return entries;
-  }
-
-  /** `at`, or just after the last stamp when that is not earlier. */
-  private stamp(at: number): number {
-    this.lastStamp = Math.max(at, this.lastStamp + 1);
-    return this.lastStamp;
-  }
-
-  /**
-   * `userId`: one of the profile's user ids, each of which gets its own sync
-   * (undefined: it has none). `targets`: the source's Webhooks destination
-   * (when it orders per user, that keeps a key's syncs in order by itself)
-   * and its function destinations (always on a sync chain: they are never
-   * ordered).
-   */
-  private syncEntry(
-    sourceId: string,
-    computation: ComputationRecord,
-    profile: WorkingProfile,
-    userId: string | undefined,
-    value: unknown,
-    at: number,
-    targets: SyncTargets,
-  ): IngestEntry {
-    const messageId = this.options.newMessageId();
-    const anonymousId = firstIdentifier(profile, 'anonymous_id:');
-    const iso = new Date(at).toISOString();
-    const body = {
-      version: 1,
-      type: 'identify',
-      ...(userId === undefined ? {} : { userId }),
-      ...(anonymousId === undefined ? {} : { anonymousId }),
-      traits: { [computation.key]: value === undefined ? null : value },
-      context: {
-        personas: {
-          computation_class: computation.kind,
-          computation_id: computation.id,
-          computation_key: computation.key,
-          namespace: 'default',
-          space_id: 'default',
-        },
-      },
-      messageId,
-      timestamp: iso,
-      receivedAt: iso,
-    };
-    return {
-      sourceId,
-      status: 'accepted',
-      reason: `${SYNC_REASON_PREFIX}${computation.key}`,
-      type: 'identify',
-      messageId,
-      userId,
-      receivedAt: at,
-      body: JSON.stringify(body),
-      destinations: targets.webhooks === undefined ? targets.functions : ['webhooks', ...targets.functions],
-      // An ordered Webhooks destination chains the key's deliveries (none may
-      // be dropped from that chain); every other delivery is on a sync chain,
-      // which keeps only the newest value per receiver key and destination
-      // (see engage-sync-chain.ts).
-      ...(targets.webhooks?.ordered === true && { orderKey: userId ?? anonymousId }),
-      ...((targets.webhooks?.ordered !== true || targets.functions.length > 0) && {
-        engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` },
-      }),
-    };
-  }
-}
-
-/**
- * Where each source's syncs go: sources with an enabled Webhooks destination
- * or enabled function destinations. Syncs carry no `integrations` and skip the
- * source's filters, so every enabled one gets them.
- */
-function syncTargetsOf(destinations: readonly DestinationRecord[], functions: readonly FunctionDestinationRecord[]): Map<string, SyncTargets> {
-  const targets = new Map<string, { webhooks: { ordered: boolean } | undefined; functions: FunctionTarget[] }>();
-  const of = (sourceId: string) => {
-    let entry = targets.get(sourceId);
-    if (entry === undefined) targets.set(sourceId, (entry = { webhooks: undefined, functions: [] }));
-    return entry;
-  };
-  // Identify syncs are keyed like any identify where the destination orders per user.
-  for (const d of destinations) if (d.kind === 'webhooks' && d.enabled) of(d.sourceId).webhooks = { ordered: ordersPerUser(d.settings) };
-  // listFunctionDestinations is oldest first, as routing lists them.
-  for (const f of functions) if (f.enabled) of(f.sourceId).functions.push(functionTarget(f.id));
-  return targets;
-}
-
-/**
- * Every user id of the profile, sorted, or [undefined] when it has none (one
- * sync with its anonymous id): a receiver keyed by user id gets each of them
- * at the profile's value, merged-away ones included.
- */
-function receiverIds(profile: WorkingProfile): Array<string | undefined> {
-  const userIds = [...profile.identifiers].filter((i) => i.startsWith('user_id:')).map((i) => i.slice('user_id:'.length)).sort();
-  return userIds.length === 0 ? [undefined] : userIds;
-}
-
-/** Compiles every definition it can: one that no longer compiles (a computation it read was deleted) is left out and reported. */
-function compileTolerantly(specs: ComputationSpec[], onError: (error: unknown) => void): EngageModel {
-  try {
-    return EngageModel.compile(specs);
-  } catch (error) {
-    if (!(error instanceof DefinitionError)) throw error;
-  }
-  const kept: ComputationSpec[] = [];
-  for (const spec of specs) {
-    try {
-      EngageModel.compile([...kept, spec]);
-      kept.push(spec);
-    } catch (error) {
-      onError(new Error(`computation ${spec.id} (${spec.key}) is not evaluated: ${(error as Error).message}`));
-    }
-  }
-  return EngageModel.compile(kept);
-}
-
-function toSpec(c: ComputationRecord): ComputationSpec {
-  return { id: c.id, kind: c.kind, key: c.key, definition: c.definition };
-}
-
-
-/** Accepted and filtered Tracking API messages of the Engage types; not Engage's own syncs, not suppressed ones. */
-function engageMessageOf(stored: StoredMessage): ParsedMessage | undefined {
-  if (stored.status !== 'accepted' && stored.status !== 'filtered') return undefined;
-  if (stored.type === undefined || !ENGAGE_TYPES.has(stored.type)) return undefined;
-  if (stored.status === 'accepted' && stored.reason?.startsWith(SYNC_REASON_PREFIX) === true) return undefined;
-  let body: Record<string, unknown>;
-  try {
-    body = JSON.parse(stored.body) as Record<string, unknown>;
-  } catch {
-    return undefined;
-  }
-  const identifiers: string[] = [];
-  const userId = idOf(body['userId']);
-  const anonymousId = idOf(body['anonymousId']);
-  if (userId !== undefined) identifiers.push(`user_id:${userId}`);
-  if (anonymousId !== undefined) identifiers.push(`anonymous_id:${anonymousId}`);
-  const previousId = stored.type === 'alias' ? idOf(body['previousId']) : undefined;
-  const previous = previousId === undefined ? [] : [`user_id:${previousId}`, `anonymous_id:${previousId}`];
-  if (identifiers.length === 0 && previous.length === 0) return undefined;
-  const parsedTime = typeof body['timestamp'] === 'string' ? Date.parse(body['timestamp']) : Number.NaN;
-  const engage: EngageMessage = {
-    type: stored.type as EngageMessage['type'],
-    ...(typeof body['event'] === 'string' ? { event: body['event'] } : {}),
-    ...(isObject(body['properties']) ? { properties: body['properties'] } : {}),
-    ...(isObject(body['traits']) ? { traits: body['traits'] } : {}),
-    timestamp: Number.isFinite(parsedTime) ? parsedTime : stored.receivedAt,
-  };
-  return { engage, identifiers, previous };
-}
-
-/** `parsed`: the message as {@link engageMessageOf} read it, when it already did. */
-function identifiersOf(stored: StoredMessage, parsed = engageMessageOf(stored)): string[] {
-  if (stored.type === 'delete' && stored.userId !== undefined) return [`user_id:${stored.userId}`];
-  return parsed === undefined ? [] : [...parsed.identifiers, ...parsed.previous];
-}
-
-function idOf(value: unknown): string | undefined {
-  if (typeof value === 'string' && value.length > 0) return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return undefined;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -77,13 +77,6 @@ function rowValue(computation: ComputationRecord | undefined, value: unknown): u
 /** `resend`: it merged or gained a user id, so its memberships and values go again. */
 export type Working = WorkingProfile & { resend: boolean; lostMemberships: string[] };
 
-/** What a profile with no stored outputs was last sent: the baseline, but in no audience. */
-export function unsentOutputs(baseline: Outputs, byId: ReadonlyMap<string, ComputationRecord>): Outputs {
-  const current: Outputs = { ...baseline };
-  for (const [id, computation] of byId) if (computation.kind === 'audience') current[id] = false;
-  return current;
-}
-
 /** The outputs last sent to a profile with these stored outputs (what a missing one stands for comes from `unsent`). */
 function currentOf(definitions: Definitions, storedRows: Readonly<Record<string, unknown>>): Outputs {
   const current: Outputs = { ...definitions.unsent };
