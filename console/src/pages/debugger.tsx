@@ -203,7 +203,8 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
             ))}
           </ul>
         </div>
-        <div class="message-detail" role="region" aria-label="Selected message">
+        {/* Focusable: a long message scrolls inside it, and the keyboard must reach that too. */}
+        <div class="message-detail" role="region" aria-label="Selected message" tabIndex={0}>
           {selected === undefined ? (
             <p class="hint">Choose a message to see its JSON.</p>
           ) : (

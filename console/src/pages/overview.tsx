@@ -123,7 +123,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
       </ul>
       <details>
         <summary>{title} as a table</summary>
-        <table>
+        <table tabIndex={0}>
           <caption class="visually-hidden">
             {title} per minute, minutes with none left out
           </caption>

@@ -151,7 +151,7 @@ function KeyValues({ id, title, empty, entries }: { id: string; title: string; e
       {entries.length === 0 ? (
         <p>{empty}</p>
       ) : (
-        <table class="key-values" data-section={id}>
+        <table tabIndex={0} class="key-values" data-section={id}>
           <caption class="visually-hidden">{title}</caption>
           <thead>
             <tr>

@@ -89,7 +89,7 @@ export function RegulationsPage(_props: { route: Route }) {
       <ErrorMessage error={error} />
       {regulations !== undefined && regulations.length === 0 && <p>No requests yet.</p>}
       {regulations !== undefined && regulations.length > 0 && (
-        <table>
+        <table tabIndex={0}>
           <caption class="visually-hidden">Deletion and suppression requests, newest first</caption>
           <thead>
             <tr>

@@ -66,7 +66,7 @@ export function ViolationCounts({ sourceId, planVersion }: { sourceId: string; p
           )}
           {value.violations.length > 0 && (
             <div class="scroll-x">
-              <table>
+              <table tabIndex={0}>
                 <caption class="visually-hidden">Violation counts per event and type</caption>
                 <thead>
                   <tr>
@@ -165,7 +165,7 @@ function ObservedEventEntry({ observed, depth, pathsPerEvent }: { observed: Obse
             {observed.paths.length === 0 ? (
               <p class="hint">{observed.in === null ? 'This call has no properties or traits.' : `No ${observed.in} seen.`}</p>
             ) : (
-              <table>
+              <table tabIndex={0}>
                 <caption class="visually-hidden">The {observed.in} paths of {name}</caption>
                 <thead>
                   <tr>
