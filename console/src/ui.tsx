@@ -2,12 +2,8 @@ import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type Source } from './api.js';
 
-/** A time as the console shows it: local, to the second. */
-export function formatTime(iso: string | undefined): string {
-  if (iso === undefined) return '';
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString(undefined, { hour12: false });
-}
+/** Pages take the time format from here with the rest of their helpers (it lives in time.ts). */
+export { formatTime } from './time.js';
 
 export function errorText(error: unknown): string {
   if (error instanceof ApiError) return error.status === 0 ? error.message : `${error.message} (${error.code})`;

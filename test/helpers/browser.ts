@@ -42,13 +42,13 @@ export interface ConsolePage {
 
 /**
  * A page for the console tests: a fixed size, locale and time zone keep
- * screenshots comparable between runs. Error answers of the API (400, 401,
+ * screenshots comparable between runs (`place` sets another locale or zone). Error answers of the API (400, 401,
  * 404) are part of the flows tested and show as "Failed to load resource";
  * anything else logged as an error (a script error, a Content-Security-Policy
  * refusal) is collected in `pageErrors`.
  */
-export async function openConsolePage(browser: Browser): Promise<ConsolePage> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC' });
+export async function openConsolePage(browser: Browser, place: { locale?: string; timezoneId?: string } = {}): Promise<ConsolePage> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-GB', timezoneId: 'UTC', ...place });
   const page = await context.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (error) => pageErrors.push(error.message));

@@ -16,9 +16,13 @@ export interface ConsoleSession {
 }
 
 /** Launches Chromium and signs in through the sign-in form, as a user does. */
-export async function signedInConsole(sy: TestSwitchyard, viewport?: { width: number; height: number }): Promise<ConsoleSession> {
+export async function signedInConsole(
+  sy: TestSwitchyard,
+  viewport?: { width: number; height: number },
+  place?: { locale?: string; timezoneId?: string },
+): Promise<ConsoleSession> {
   const browser = await launchChromium();
-  const { context, page, pageErrors } = await openConsolePage(browser);
+  const { context, page, pageErrors } = await openConsolePage(browser, place);
   // A step that waits longer than this has failed; fail fast instead of at the 30 s default.
   page.setDefaultTimeout(10_000);
   if (viewport !== undefined) await page.setViewportSize(viewport);

@@ -3,6 +3,7 @@ import { api, type Attempt, type Delivery } from '../api.js';
 import { useFunctionNames } from '../function-names.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
+import { localInputValue, timeZoneName } from '../time.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
 import { FetchList, LoggedLines, OutcomeBadge, RunError } from './function-run.js';
 
@@ -10,11 +11,7 @@ const STATUSES = ['pending', 'succeeded', 'failed'] as const;
 const PAGE_SIZE = 100;
 
 /** A `datetime-local` value for an hour ago, the default "retry failed since". */
-function anHourAgo(): string {
-  const date = new Date(Date.now() - 3_600_000);
-  date.setMinutes(date.getMinutes() - date.getTimezoneOffset());
-  return date.toISOString().slice(0, 16);
-}
+const anHourAgo = (): string => localInputValue(-3_600_000);
 
 export function DeliveriesPage({ route }: { route: Route }) {
   const { sources, error: sourcesError } = useSources();
@@ -84,7 +81,7 @@ export function DeliveriesPage({ route }: { route: Route }) {
       </div>
       <form class="row" onSubmit={(event) => void retryAll(event)} aria-label="Retry failed deliveries">
         <label class="inline">
-          Retry every failed delivery{sourceId === '' ? '' : ' of this source'} that failed since
+          Retry every failed delivery{sourceId === '' ? '' : ' of this source'} that failed since ({timeZoneName()})
           <input type="datetime-local" value={since} onInput={(event) => setSince((event.target as HTMLInputElement).value)} />
         </label>
         <button type="submit">Retry all failed since then</button>

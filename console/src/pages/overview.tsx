@@ -1,6 +1,7 @@
 import { useEffect } from 'preact/hooks';
 import { api } from '../api.js';
 import type { Route } from '../route.js';
+import { formatClock, timeZoneName } from '../time.js';
 import { ErrorMessage, PageTitle, useLoad } from '../ui.js';
 
 interface Traffic {
@@ -69,14 +70,13 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
   const plotHeight = HEIGHT - BOTTOM - TOP;
   const barWidth = plotWidth / Math.max(1, minutes.length);
   const y = (value: number): number => TOP + plotHeight - (value / peak) * plotHeight;
-  const clock = (iso: string): string => new Date(iso).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hour12: false });
   const totals = names.map((name) => `${(series[name] ?? []).reduce((a, b) => a + b, 0)} ${name}`).join(', ');
   return (
     <figure class="chart" aria-labelledby={`${id}-title`}>
       <h2 id={`${id}-title`}>
         {title}: {total}
       </h2>
-      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${title} per minute over the last hour: ${total} ${unit} (${totals})`}>
+      <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={`${title} per minute over the last hour (times in ${timeZoneName()}): ${total} ${unit} (${totals})`}>
         <line x1={LEFT} y1={y(0)} x2={WIDTH} y2={y(0)} stroke="#6b7684" />
         {[0, 0.5, 1].map((share) => (
           <g key={share}>
@@ -97,7 +97,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
                 const rect = (
                   <rect key={name} x={LEFT + i * barWidth + 0.5} width={Math.max(1, barWidth - 1)} y={y(top)} height={y(base) - y(top)} fill={COLOURS[name] ?? '#4a5361'}>
                     <title>
-                      {clock(minute)}: {value} {name}
+                      {formatClock(minute)}: {value} {name}
                     </title>
                   </rect>
                 );
@@ -106,7 +106,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
               })}
               {i % 10 === 0 && (
                 <text x={LEFT + i * barWidth} y={HEIGHT - 4} font-size="11" fill="#4a5361">
-                  {clock(minute)}
+                  {formatClock(minute)}
                 </text>
               )}
             </g>
@@ -129,7 +129,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
           </caption>
           <thead>
             <tr>
-              <th scope="col">Minute</th>
+              <th scope="col">Minute ({timeZoneName()})</th>
               {names.map((name) => (
                 <th scope="col" key={name}>
                   {name}
@@ -141,7 +141,7 @@ function Chart({ id, title, unit, minutes, series, total }: { id: string; title:
             {minutes.map((minute, i) =>
               sums[i] === 0 ? null : (
                 <tr key={minute}>
-                  <td>{clock(minute)}</td>
+                  <td>{formatClock(minute)}</td>
                   {names.map((name) => (
                     <td key={name}>{series[name]?.[i] ?? 0}</td>
                   ))}

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type WebhookDestination } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
+import { isoFromLocalInput, localInputValue, timeZoneName } from '../time.js';
 import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
 
 /** While a replay runs, the list refreshes this often. */
@@ -18,18 +19,6 @@ interface Replay {
   readonly delivered: number;
   readonly failed: number;
   readonly createdAt: string;
-}
-
-/** A `datetime-local` value for a time `ms` from now, in local time. */
-function localInput(offsetMs: number): string {
-  const date = new Date(Date.now() + offsetMs);
-  date.setMinutes(date.getMinutes() - date.getTimezoneOffset());
-  return date.toISOString().slice(0, 16);
-}
-
-function isoOf(local: string): string | undefined {
-  const ms = new Date(local).getTime();
-  return Number.isFinite(ms) ? new Date(ms).toISOString() : undefined;
 }
 
 export function ReplaysPage({ route }: { route: Route }) {
@@ -57,8 +46,8 @@ export function ReplaysPage({ route }: { route: Route }) {
 function SourceReplays({ sourceId }: { sourceId: string }) {
   const { value: replays, error, reload } = useLoad(async () => (await api<{ replays: Replay[] }>('GET', `/sources/${sourceId}/replays`)).replays, [sourceId]);
   const [receivers, setReceivers] = useState<string[] | undefined>(undefined);
-  const [from, setFrom] = useState(() => localInput(-3_600_000));
-  const [to, setTo] = useState(() => localInput(60_000));
+  const [from, setFrom] = useState(() => localInputValue(-3_600_000));
+  const [to, setTo] = useState(() => localInputValue(60_000));
   const [types, setTypes] = useState<string[]>([]);
   const [events, setEvents] = useState('');
   const [chosenReceivers, setChosenReceivers] = useState<string[]>([]);
@@ -90,8 +79,8 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
       .filter((e) => e !== '');
     try {
       const created = await api<Replay>('POST', `/sources/${sourceId}/replays`, {
-        from: isoOf(from) ?? from,
-        to: isoOf(to) ?? to,
+        from: isoFromLocalInput(from) ?? from,
+        to: isoFromLocalInput(to) ?? to,
         ...(types.length > 0 && { types }),
         ...(names.length > 0 && { events: names }),
         ...(chosenReceivers.length > 0 && { receivers: chosenReceivers }),
@@ -128,11 +117,11 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
       <form onSubmit={(event) => void start(event)} aria-label="Start a replay">
         <div class="row">
           <label class="inline">
-            From
+            From ({timeZoneName()})
             <input type="datetime-local" required value={from} onInput={(event) => setFrom((event.target as HTMLInputElement).value)} />
           </label>
           <label class="inline">
-            To (not included)
+            To, not included ({timeZoneName()})
             <input type="datetime-local" required value={to} onInput={(event) => setTo((event.target as HTMLInputElement).value)} />
           </label>
         </div>

@@ -8,6 +8,28 @@ import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers
 
 /** A phone held upright (an iPhone 12 to 15 is 390 CSS pixels wide). */
 const PHONE = { width: 390, height: 844 };
+/** Not UTC and not English, so that a time shown in UTC or in the browser's own date format shows up. */
+const PLACE = { timezoneId: 'America/New_York', locale: 'de-DE' };
+/** How every time reads in that zone: `2026-11-24 04:05:07 EST` (EDT in summer). */
+const SHOWN_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} E[SD]T$/;
+
+/**
+ * The times the page shows in its own words (stored JSON, code and form
+ * fields aside): every date-like text, with what follows it, so that a time
+ * without its zone is seen too.
+ */
+async function shownTimes(page: Page): Promise<string[]> {
+  const text = await page.locator('main').evaluate((main) => {
+    const copy = main.cloneNode(true) as any;
+    for (const data of copy.querySelectorAll('pre, code, textarea, input, select')) data.remove();
+    (globalThis as any).document.body.append(copy);
+    const shown = copy.innerText as string;
+    copy.remove();
+    return shown;
+  });
+  // ISO-like dates, and dates as a locale writes them (24.11.2026, 11/24/2026, 24/11/2026).
+  return [...text.matchAll(/\d{4}-\d{2}-\d{2}[ T][\d:.]+(?: [A-Z][A-Za-z+\-\d]*)?|\b\d{1,2}[./]\d{1,2}[./]\d{2,4}\b[^\n]{0,12}/g)].map((m) => m[0]);
+}
 
 /** How far the page itself scrolls sideways (0: not at all; a table or code block may still scroll inside its own box). */
 async function sidewaysScroll(page: Page): Promise<{ overflow: number; widest: string }> {
@@ -51,12 +73,14 @@ async function settled(inFlight: () => number): Promise<void> {
   }
 }
 
-describeBrowser('the console on a phone (390 px wide): every page without sideways scrolling, axe-checked', () => {
+describeBrowser('every console page on a phone (390 px wide, New York time, German): no sideways scrolling, times in one format with their zone, axe-checked', () => {
   let sy: TestSwitchyard;
   let receiver: TestReceiver;
   let session: ConsoleSession;
   let page: Page;
   let inFlight: () => number;
+  /** Times checked over every page, to know the check saw some. */
+  let timesSeen = 0;
   let source: { id: string; writeKey: string };
   let audienceId = '';
   let transformationId = '';
@@ -109,7 +133,7 @@ describeBrowser('the console on a phone (390 px wide): every page without sidewa
     assert.ok(replay.status < 300, JSON.stringify(replay.body));
     const regulation = await sy.admin('POST', '/regulations', { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: ['user-00000000-aaaa-bbbb-cccc-dddddddddddd'] });
     assert.ok(regulation.status < 300, JSON.stringify(regulation.body));
-    session = await signedInConsole(sy, PHONE);
+    session = await signedInConsole(sy, PHONE, PLACE);
     page = session.page;
     inFlight = trackCalls(page);
   });
@@ -136,6 +160,9 @@ describeBrowser('the console on a phone (390 px wide): every page without sidewa
     const { overflow, widest } = await sidewaysScroll(page);
     if (overflow > 0) problems.push(`${hash} scrolls sideways by ${overflow} px; widest: ${widest}`);
     for (const violation of await seriousAxeViolations(page)) problems.push(`${hash}: axe ${violation.id} (${violation.help}) at ${violation.nodes.join(', ')}`);
+    const times = await shownTimes(page);
+    timesSeen += times.length;
+    for (const time of times) if (!SHOWN_TIME.test(time)) problems.push(`${hash} shows a time as "${time}", not as 2026-11-24 04:05:07 EST`);
     return problems;
   }
 
@@ -145,6 +172,19 @@ describeBrowser('the console on a phone (390 px wide): every page without sidewa
     const problems: string[] = [];
     for (const link of links) problems.push(...(await problemsOf(link)));
     assert.deepEqual(problems, []);
+    assert.ok(timesSeen >= 10, `saw ${timesSeen} times`);
+  });
+
+  it('shows a time in the browser\'s zone, named', async () => {
+    const { createdAt } = (await sy.admin('GET', `/sources/${source.id}`)).body;
+    const parts = Object.fromEntries(
+      new Intl.DateTimeFormat('en-US', { timeZone: PLACE.timezoneId, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23', timeZoneName: 'short' })
+        .formatToParts(new Date(createdAt))
+        .map((part) => [part.type, part.value]),
+    );
+    await page.goto(`${sy.url}/console#/sources`);
+    const row = page.locator(`tr[data-source-id="${source.id}"]`);
+    await row.getByText(`${parts['year']}-${parts['month']}-${parts['day']} ${parts['hour']}:${parts['minute']}:${parts['second']} ${parts['timeZoneName']}`).waitFor();
   });
 
   it('the views inside pages: a message, a delivery with its attempts, members, a profile, an editor', async () => {
