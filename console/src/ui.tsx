@@ -80,6 +80,15 @@ export function SourcePicker({ sources, value, onChange, label = 'Source', allow
   );
 }
 
+/** What a page that works on a source says while there is none: where to make one. */
+export function NoSourceYet() {
+  return (
+    <p>
+      No source yet. <a href="#/sources">Create one</a>: it gets a write key, which your apps send events with.
+    </p>
+  );
+}
+
 export function PageTitle({ children }: { children: ComponentChildren }) {
   return <h1 id="page-title">{children}</h1>;
 }

@@ -21,7 +21,7 @@ export function AudienceMembers({ id, name, onClose }: { id: string; name: strin
     <section class="panel" aria-labelledby="members-title">
       <h2 id="members-title">Members of {name}</h2>
       <ErrorMessage error={error} />
-      {value !== undefined && value.members.length === 0 && <p>{value.page === 1 ? 'No members right now.' : 'No more members.'}</p>}
+      {value !== undefined && value.members.length === 0 && <p>{value.page === 1 ? 'No members right now. A profile joins once its messages meet the definition.' : 'No more members.'}</p>}
       {value !== undefined && value.members.length > 0 && (
         <>
           <p class="hint">

@@ -58,7 +58,7 @@ function ComputationsPage({ kind, route }: { kind: Kind; route: Route }) {
         </button>
       </div>
       <ErrorMessage error={error} />
-      {list !== undefined && list.length === 0 && <p>No {kind.title.toLowerCase()} yet.</p>}
+      {list !== undefined && list.length === 0 && <p>No {kind.title.toLowerCase()} yet. Create one with the form below: {kind.createHint}</p>}
       {list !== undefined && list.length > 0 && (
         <table>
           <caption class="visually-hidden">{kind.title}</caption>

@@ -1,9 +1,10 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, readEventStream, type DebuggerEntry } from '../api.js';
 import { MessageDetail } from './debugger-detail.js';
+import { FirstEvent } from './first-event.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
-import { ErrorMessage, PageTitle, SourcePicker, errorText, formatTime, useSources } from '../ui.js';
+import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, errorText, formatTime, useSources } from '../ui.js';
 
 /** Messages kept in the page; older ones drop off, as in a terminal's scrollback. */
 const KEEP = 5_000;
@@ -22,18 +23,18 @@ export function DebuggerPage({ route }: { route: Route }) {
     <section aria-labelledby="page-title">
       <PageTitle>Live debugger</PageTitle>
       <ErrorMessage error={error} />
-      {sources !== undefined && sources.length === 0 && <p>Create a source first.</p>}
+      {sources !== undefined && sources.length === 0 && <NoSourceYet />}
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('debugger', { source: id })} />
-          <LiveDebugger key={sourceId} sourceId={sourceId} />
+          <LiveDebugger key={sourceId} sourceId={sourceId} writeKey={sources.find((s) => s.id === sourceId)?.writeKey} />
         </>
       )}
     </section>
   );
 }
 
-function LiveDebugger({ sourceId }: { sourceId: string }) {
+function LiveDebugger({ sourceId, writeKey }: { sourceId: string; writeKey: string | undefined }) {
   // Newest first. Held in a ref and copied to state once a frame, however many arrive.
   const entries = useRef<DebuggerEntry[]>([]);
   const [shown, setShown] = useState<DebuggerEntry[]>([]);
@@ -175,6 +176,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
         </span>
       </div>
       {streamError !== undefined && <p class="error" role="alert">{errorText(streamError)}</p>}
+      {connection === 'live' && shown.length === 0 && !paused && writeKey !== undefined && <FirstEvent writeKey={writeKey} />}
       <div class="debugger">
         <div
           class="message-list"

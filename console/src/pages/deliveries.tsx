@@ -90,7 +90,7 @@ export function DeliveriesPage({ route }: { route: Route }) {
       <ErrorMessage error={actionError} />
       <ErrorMessage error={error} />
       <ErrorMessage error={functionNamesError} />
-      {deliveries !== undefined && deliveries.length === 0 && <p>No deliveries match.</p>}
+      {deliveries !== undefined && deliveries.length === 0 && (status !== '' || beforeId !== '' ? <p>No deliveries match.</p> : <NoDeliveryYet sourceId={sourceId} />)}
       {deliveries !== undefined && deliveries.length > 0 && (
         <div class="scroll-x">
           <table>
@@ -323,5 +323,16 @@ function FunctionAttempt({ attempt, run, index }: { attempt: Attempt; run: NonNu
         <p class="hint">Nothing logged.</p>
       )}
     </>
+  );
+}
+
+/** What to do while nothing was delivered: a destination, then a message. */
+function NoDeliveryYet({ sourceId }: { sourceId: string }) {
+  const query = sourceId === '' ? '' : `?source=${encodeURIComponent(sourceId)}`;
+  return (
+    <p>
+      No deliveries yet. Each message a source accepts is delivered to its Webhooks destination (<a href={`#/webhooks${query}`}>set its receivers</a>) and its
+      function destinations; send an event (<a href={`#/debugger${query}`}>how to send one</a>) and its delivery shows here.
+    </p>
   );
 }

@@ -37,6 +37,11 @@ export function OverviewPage(_props: { route: Route }) {
       <PageTitle>Overview</PageTitle>
       <p class="hint">The last hour, per minute, counted by every node sharing this store. Refreshes every 30 seconds.</p>
       <ErrorMessage error={error} />
+      {value !== undefined && value.messages.total === 0 && (
+        <p>
+          No messages in the last hour. Send an event with a source's write key (<a href="#/debugger">how to send one</a>).
+        </p>
+      )}
       {value !== undefined && (
         <div class="charts">
           <Chart id="messages" title="Messages received" unit="messages" minutes={value.minutes} series={value.messages.byStatus} total={value.messages.total} />

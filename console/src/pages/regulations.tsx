@@ -87,7 +87,7 @@ export function RegulationsPage(_props: { route: Route }) {
         Refresh
       </button>
       <ErrorMessage error={error} />
-      {regulations !== undefined && regulations.length === 0 && <p>No requests yet.</p>}
+      {regulations !== undefined && regulations.length === 0 && <p>No requests yet. Create one with the form above: it deletes users' messages (and stops collecting them) or only stops collecting them.</p>}
       {regulations !== undefined && regulations.length > 0 && (
         <table tabIndex={0}>
           <caption class="visually-hidden">Deletion and suppression requests, newest first</caption>

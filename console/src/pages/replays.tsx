@@ -3,7 +3,7 @@ import { ApiError, api, type WebhookDestination } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { isoFromLocalInput, localInputValue, timeZoneName } from '../time.js';
-import { ErrorMessage, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
+import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, Status, formatTime, useLoad, useSources } from '../ui.js';
 
 /** While a replay runs, the list refreshes this often. */
 const RUNNING_REFRESH_MS = 2_000;
@@ -32,7 +32,7 @@ export function ReplaysPage({ route }: { route: Route }) {
         user, through the current filters, paced so that live deliveries keep their latency.
       </p>
       <ErrorMessage error={sourcesError} />
-      {sources !== undefined && sources.length === 0 && <p>Create a source first.</p>}
+      {sources !== undefined && sources.length === 0 && <NoSourceYet />}
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('replays', { source: id })} />
@@ -155,7 +155,7 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
       <ErrorMessage error={actionError} />
       <ErrorMessage error={error} />
       <h2>Replays of this source</h2>
-      {replays !== undefined && replays.length === 0 && <p>No replays yet.</p>}
+      {replays !== undefined && replays.length === 0 && <p>No replays yet. Start one with the form above: it sends this source's stored messages of a time range to its receivers again.</p>}
       {replays !== undefined && replays.length > 0 && (
         <div class="scroll-x">
           <table>

@@ -35,7 +35,7 @@ export function SourcesPage(_props: { route: Route }) {
       <ErrorMessage error={createError} />
       <Status>{notice}</Status>
       <ErrorMessage error={error} />
-      {sources !== undefined && sources.length === 0 && <p>No sources yet.</p>}
+      {sources !== undefined && sources.length === 0 && <p>No sources yet. Name one above and create it: it gets a write key, which your apps send events with.</p>}
       {sources !== undefined && sources.length > 0 && (
         <table>
           <caption class="visually-hidden">Sources</caption>

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
-import { ConfirmDelete, ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
+import { ConfirmDelete, ErrorMessage, NoSourceYet, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
 import { ObservedSchema, ViolationCounts } from './tracking-plan-observed.js';
 
 /** How many of the source's latest messages the preview checks. */
@@ -72,7 +72,7 @@ export function TrackingPlanPage({ route }: { route: Route }) {
         A source's tracking plan says which messages it expects and what they must carry, as JSON Schema; processing flags, trims or blocks what breaks it.
       </p>
       <ErrorMessage error={sourcesError} />
-      {sources !== undefined && sources.length === 0 && <p>Create a source first.</p>}
+      {sources !== undefined && sources.length === 0 && <NoSourceYet />}
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('tracking-plan', { source: id })} />

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, settingsToPutBack, type Source, type TransformationRef, type WebhookDestination } from '../api.js';
-import { ErrorMessage, SourcePicker, Status } from '../ui.js';
+import { ErrorMessage, NoSourceYet, SourcePicker, Status } from '../ui.js';
 
 /** A transformation reference in words: `shop-cleanup (tr_…) v2, pinned` or `…, latest version`. */
 function describe(ref: TransformationRef, name: string | undefined): string {
@@ -63,7 +63,7 @@ export function TransformationAttach({ transformation, sources }: {
     <section class="panel" aria-labelledby="attach-title">
       <h2 id="attach-title">Attach to a source</h2>
       <p class="hint">An attached transformation runs once on each new message of the source, before its deliveries exist; every receiver, retry and replay gets its output.</p>
-      {sources !== undefined && sources.length === 0 && <p>Create a source first.</p>}
+      {sources !== undefined && sources.length === 0 && <NoSourceYet />}
       {sources !== undefined && sources.length > 0 && <SourcePicker sources={sources} value={chosen} label="Source" onChange={setSourceId} />}
       <ErrorMessage error={loadError} />
       {destination === null && (

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, type Receiver, type WebhookDestination, settingsToPutBack } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
-import { ErrorMessage, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
+import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
 import { StandardWebhooks } from './standard-webhooks.js';
 
 /** As many receivers as the API takes. */
@@ -76,7 +76,7 @@ export function WebhooksPage({ route }: { route: Route }) {
     <section aria-labelledby="page-title">
       <PageTitle>Webhooks destination</PageTitle>
       <ErrorMessage error={sourcesError} />
-      {sources !== undefined && sources.length === 0 && <p>Create a source first.</p>}
+      {sources !== undefined && sources.length === 0 && <NoSourceYet />}
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('webhooks', { source: id })} />
