@@ -5,6 +5,15 @@ import { ApiError, api, type Source } from './api.js';
 /** Pages take the time format from here with the rest of their helpers (it lives in time.ts). */
 export { formatTime } from './time.js';
 
+/** Who sent a message, for a one-line summary: `user u1`, `anonymous a-1` (a message with only an anonymousId), or nothing. */
+export function senderOf(message: unknown): string {
+  if (message === null || typeof message !== 'object') return '';
+  const { userId, anonymousId } = message as Record<string, unknown>;
+  if (typeof userId === 'string' && userId !== '') return `user ${userId}`;
+  if (typeof anonymousId === 'string' && anonymousId !== '') return `anonymous ${anonymousId}`;
+  return '';
+}
+
 export function errorText(error: unknown): string {
   if (error instanceof ApiError) return error.status === 0 ? error.message : `${error.message} (${error.code})`;
   return String(error);

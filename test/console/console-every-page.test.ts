@@ -83,6 +83,7 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
   let timesSeen = 0;
   let source: { id: string; writeKey: string };
   let audienceId = '';
+  let viewersId = '';
   let transformationId = '';
 
   before(async () => {
@@ -127,7 +128,12 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
     });
     assert.equal(audience.status, 201, JSON.stringify(audience.body));
     audienceId = audience.body.id;
-    await eventually(async () => ((await sy.admin('GET', `/audiences/${audienceId}/members`)).body.members?.length === 1 ? true : undefined), 15_000, 'the audience member');
+    const viewers = await sy.admin('POST', '/audiences', { name: 'Viewers', definition: { performed: { event: 'Product Viewed', count: { op: '>=', value: 1 } } } });
+    assert.equal(viewers.status, 201, JSON.stringify(viewers.body));
+    viewersId = viewers.body.id;
+    for (const id of [audienceId, viewersId]) {
+      await eventually(async () => ((await sy.admin('GET', `/audiences/${id}/members`)).body.members?.length === 1 ? true : undefined), 15_000, 'the audience member');
+    }
     const from = new Date(Date.now() - 3_600_000).toISOString();
     const replay = await sy.admin('POST', `/sources/${source.id}/replays`, { from, to: new Date().toISOString() });
     assert.ok(replay.status < 300, JSON.stringify(replay.body));
@@ -185,6 +191,21 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
     await page.goto(`${sy.url}/console#/sources`);
     const row = page.locator(`tr[data-source-id="${source.id}"]`);
     await row.getByText(`${parts['year']}-${parts['month']}-${parts['day']} ${parts['hour']}:${parts['minute']}:${parts['second']} ${parts['timeZoneName']}`).waitFor();
+  });
+
+  it('names who sent a message, or who is a member: the user id, or "anonymous" with the anonymous id when there is no user id', async () => {
+    await page.goto(`${sy.url}/console#/debugger?source=${source.id}`);
+    const messages = page.locator('button.message');
+    const viewed = messages.filter({ hasText: 'Product Viewed' });
+    await viewed.waitFor();
+    assert.match((await viewed.textContent()) ?? '', /Product Viewed · anonymous anon-9d8c7b6a-5f4e-3d2c-1b0a-998877665544$/);
+    assert.match((await messages.filter({ hasText: 'Pricing' }).textContent()) ?? '', /Pricing · anonymous anon-9d8c7b6a/);
+    assert.match((await messages.filter({ hasText: 'Order Completed' }).first().textContent()) ?? '', /· user user-4f1c2a9e-0b7d-4c55-9a61-7e3c2b1d0f88$/);
+    await page.goto(`${sy.url}/console#/audiences?members=${viewersId}`);
+    const member = page.locator('tr.member');
+    await member.waitFor();
+    assert.equal(await member.locator('td').first().textContent(), 'anonymous');
+    assert.equal(await member.locator('td').nth(1).textContent(), 'anon-9d8c7b6a-5f4e-3d2c-1b0a-998877665544');
   });
 
   it('the views inside pages: a message, a delivery with its attempts, members, a profile, an editor', async () => {

@@ -40,7 +40,7 @@ export function AudienceMembers({ id, name, onClose }: { id: string; name: strin
             <tbody>
               {value.members.map((member) => (
                 <tr key={member.profileId} class="member">
-                  <td>{member.userId === undefined ? '' : <a href={profileLink(`user_id:${member.userId}`)}>{member.userId}</a>}</td>
+                  <td>{member.userId === undefined ? <span class="hint">anonymous</span> : <a href={profileLink(`user_id:${member.userId}`)}>{member.userId}</a>}</td>
                   <td>{member.anonymousId === undefined ? '' : <a href={profileLink(`anonymous_id:${member.anonymousId}`)}>{member.anonymousId}</a>}</td>
                   <td>
                     <code>{member.profileId}</code>

@@ -4,7 +4,7 @@ import { MessageDetail } from './debugger-detail.js';
 import { FirstEvent } from './first-event.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
-import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, errorText, formatTime, useSources } from '../ui.js';
+import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, errorText, formatTime, senderOf, useSources } from '../ui.js';
 
 /** Messages kept in the page; older ones drop off, as in a terminal's scrollback. */
 const KEEP = 5_000;
@@ -223,7 +223,6 @@ function summary(entry: DebuggerEntry): string {
   const message = entry.message as Record<string, unknown> | null;
   if (message === null || typeof message !== 'object') return entry.reason ?? '';
   const what = message['event'] ?? message['name'] ?? message['groupId'] ?? '';
-  const who = message['userId'] ?? message['anonymousId'] ?? '';
-  const parts = [typeof what === 'string' ? what : '', typeof who === 'string' && who !== '' ? `user ${who}` : '', entry.reason ?? ''];
+  const parts = [typeof what === 'string' ? what : '', senderOf(message), entry.reason ?? ''];
   return parts.filter((p) => p !== '').join(' · ');
 }
