@@ -121,6 +121,11 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
       destinations: [source.id],
     });
     assert.equal(trait.status, 201, JSON.stringify(trait.body));
+    const average = await sy.admin('POST', '/computed-traits', {
+      name: 'Average order',
+      definition: { type: 'aggregation', fn: 'avg', event: 'Order Completed With A Long Event Name', property: 'revenue', where: [{ property: 'revenue', op: '>', value: 0 }] },
+    });
+    assert.equal(average.status, 201, JSON.stringify(average.body));
     const audience = await sy.admin('POST', '/audiences', {
       name: 'Repeat buyers on the pro plan',
       definition: { and: [{ performed: { event: 'Order Completed With A Long Event Name', within: '30d', count: { op: '>=', value: 2 } } }, { trait: { key: 'plan', op: '=', value: 'pro' } }] },
@@ -206,6 +211,25 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
     await member.waitFor();
     assert.equal(await member.locator('td').first().textContent(), 'anonymous');
     assert.equal(await member.locator('td').nth(1).textContent(), 'anon-9d8c7b6a-5f4e-3d2c-1b0a-998877665544');
+  });
+
+  it('lists each computed trait and audience with a summary of its definition', async () => {
+    const summaries = async (hash: string): Promise<Record<string, string>> => {
+      await page.goto(`${sy.url}/console${hash}`);
+      const rows = page.locator('tr[data-computation-id]');
+      await rows.first().waitFor();
+      return Object.fromEntries(
+        await rows.evaluateAll((trs) => trs.map((tr) => [tr.querySelector('td')?.textContent ?? '', tr.querySelector('td.definition')?.textContent ?? ''])),
+      );
+    };
+    assert.deepEqual(await summaries('#/computed-traits'), {
+      'Orders in the last 30 days': 'count of Order Completed With A Long Event Name in the last 30d',
+      'Average order': 'average of revenue over Order Completed With A Long Event Name where revenue > 0',
+    });
+    assert.deepEqual(await summaries('#/audiences'), {
+      'Repeat buyers on the pro plan': 'performed Order Completed With A Long Event Name at least 2 times in the last 30d and trait plan = "pro"',
+      Viewers: 'performed Product Viewed at least 1 time',
+    });
   });
 
   it('the views inside pages: a message, a delivery with its attempts, members, a profile, an editor', async () => {

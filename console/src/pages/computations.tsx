@@ -5,6 +5,7 @@ import { navigate } from '../route.js';
 import { ConfirmDelete, ErrorMessage, PageTitle, Status, formatTime, useLoad, useSources } from '../ui.js';
 import { AudienceMembers } from './audience-members.js';
 import { ComputationForm } from './computation-form.js';
+import { definitionSummary } from './definition-summary.js';
 import { KINDS, type Kind } from './computation-kinds.js';
 
 /** While a computation is `computing` (its first pass over stored history), the list refreshes this often. */
@@ -66,6 +67,7 @@ function ComputationsPage({ kind, route }: { kind: Kind; route: Route }) {
             <tr>
               <th scope="col">Name</th>
               <th scope="col">Key</th>
+              <th scope="col">Definition</th>
               {kind.kind === 'audience' && <th scope="col">Size</th>}
               <th scope="col">Status</th>
               <th scope="col">Syncs to</th>
@@ -147,6 +149,7 @@ function ComputationRow({ kind, computation, sourceName, focusRound, onEdit, onM
       <td>
         <code>{computation.key}</code>
       </td>
+      <td class="definition">{definitionSummary(kind.kind, computation.definition)}</td>
       {kind.kind === 'audience' && <td class="number">{computation.size ?? 0}</td>}
       <td>
         <span class={`badge ${computation.status}`}>{computation.status}</span>
