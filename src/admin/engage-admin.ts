@@ -124,7 +124,7 @@ export class EngageAdmin {
   async members(id: string, query: { limit?: unknown; cursor?: unknown }): Promise<{ members: MemberView[]; cursor?: string }> {
     await this.require('audience', id);
     const limit = limitParam(query.limit, 100, 1_000);
-    const after = typeof query.cursor === 'string' && query.cursor !== '' ? decodeCursor(query.cursor) : undefined;
+    const after = typeof query.cursor === 'string' && query.cursor !== '' ? decodeMemberCursor(query.cursor) : undefined;
     const members = await this.store.listComputationMembers(id, limit, after);
     const views = members.map((m): MemberView => {
       const userId = m.identifiers.find((i) => i.startsWith('user_id:'))?.slice('user_id:'.length);
@@ -136,7 +136,8 @@ export class EngageAdmin {
         since: new Date(m.since).toISOString(),
       };
     });
-    return members.length === limit ? { members: views, cursor: encodeCursor(members[members.length - 1]!.profileId) } : { members: views };
+    const last = members[members.length - 1];
+    return members.length === limit && last !== undefined ? { members: views, cursor: encodeCursor(`${last.since}:${last.profileId}`) } : { members: views };
   }
 
   async profile(identifier: string, query: { identifiersLimit?: unknown; identifiersCursor?: unknown } = {}): Promise<ProfileView> {
@@ -276,10 +277,17 @@ function decodeIdentifierCursor(cursor: string): string {
   return Buffer.from(cursor, 'base64url').toString();
 }
 
-const encodeCursor = (profileId: string): string => Buffer.from(profileId).toString('base64url');
+const encodeCursor = (position: string): string => Buffer.from(position).toString('base64url');
 function decodeCursor(cursor: string): string {
   if (cursor.length > 400 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw new ApiError('invalid_request', 'cursor is not one this API gave');
   return Buffer.from(cursor, 'base64url').toString();
+}
+
+/** A members cursor: the last member's join time and profile id (members are listed in join order). */
+function decodeMemberCursor(cursor: string): { since: number; profileId: string } {
+  const position = /^(\d{1,16}):(.+)$/s.exec(decodeCursor(cursor));
+  if (position === null) throw new ApiError('invalid_request', 'cursor is not one this API gave');
+  return { since: Number(position[1]), profileId: position[2]! };
 }
 
 export function viewComputation(c: ComputationRecord): ComputationView {

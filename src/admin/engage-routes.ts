@@ -76,12 +76,12 @@ const ENGAGE_SCHEMAS = {
   audiences: documented(computationSchemas('an audience', 'audiences', 'audiences', 'audiences')),
   ...documented({
     members: {
-      summary: "An audience's current members, paged",
+      summary: "An audience's current members in the order they joined, paged",
       tags: ['audiences'],
       params: idParams,
       querystring: { type: 'object', properties: { limit: { type: 'string' }, cursor: { type: 'string' } } },
       'x-responses': {
-        200: ok('Members, and a cursor for the next page when there may be more', {
+        200: ok('Members, first to join first (the same time: by profile id), and a cursor for the next page when there may be more', {
           type: 'object',
           properties: {
             members: {

@@ -8,7 +8,7 @@ export const ENGAGE_USAGE = `  audiences list                 audiences with the
   audiences get ID | delete ID   one audience; delete one (it stops syncing)
   audiences update ID FILE       change its name, definition or destinations
   audiences members ID [--limit N] [--cursor C]
-                                 current members, paged
+                                 current members in the order they joined, paged
   computed-traits list | create FILE | get ID | update ID FILE | delete ID
                                  the same for computed traits
   profiles get IDENTIFIER        a profile, e.g. user_id:u1 or anonymous_id:a1

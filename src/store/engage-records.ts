@@ -32,6 +32,7 @@ export interface ComputationMember {
   readonly profileId: string;
   readonly identifiers: readonly string[];
   readonly value: unknown;
+  /** When the profile joined (ms): members are listed in this order, then by profile id. */
   readonly since: number;
 }
 

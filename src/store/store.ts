@@ -376,8 +376,12 @@ export interface EngageStore {
    * are read only for the computations that exist.)
    */
   deleteComputation(id: string): Promise<boolean>;
-  /** Current members of an audience, by profile id, after `afterProfileId` (a trait has none: its values are on the profiles). */
-  listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]>;
+  /**
+   * Current members of an audience in the order they joined (`since`, then
+   * profile id), after `after`: the last member of the previous page (a
+   * trait has none: its values are on the profiles).
+   */
+  listComputationMembers(computationId: string, limit: number, after?: Pick<ComputationMember, 'since' | 'profileId'>): Promise<ComputationMember[]>;
 
   /** The profile ids of those of `identifiers` that belong to a profile. */
   findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>>;

@@ -115,6 +115,27 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       assert.equal(await store.deleteComputation('aud_1'), false);
     });
 
+    void it("lists an audience's members in the order they joined (then by profile id), a page at a time; one that leaves and comes back joins again", async () => {
+      assert.equal(await store.insertComputation(computation('aud_join', 'joiners')), true);
+      const join = (id: string, version: number, at: number, member = true): Promise<boolean> =>
+        store.commitEngage(batch({ at, profiles: [profile(id, version, { identifiers: [`user_id:${id}`], membershipChanges: [{ computationId: 'aud_join', member }] })] }));
+      assert.equal(await join('pj_c', 0, T0 + 5), true);
+      assert.equal(await join('pj_b', 0, T0 + 7), true);
+      assert.equal(await join('pj_a', 0, T0 + 7), true);
+      assert.equal(await join('pj_d', 0, T0 + 3), true);
+      const ids = (members: ReadonlyArray<{ profileId: string }>): string[] => members.map((m) => m.profileId);
+      const first = await store.listComputationMembers('aud_join', 2);
+      assert.deepEqual(first.map((m) => [m.profileId, m.since]), [['pj_d', T0 + 3], ['pj_c', T0 + 5]]);
+      const second = await store.listComputationMembers('aud_join', 2, first[1]);
+      assert.deepEqual(ids(second), ['pj_a', 'pj_b'], 'the same time: by profile id');
+      assert.deepEqual(await store.listComputationMembers('aud_join', 2, second[1]), []);
+      assert.deepEqual(ids(await store.listComputationMembers('aud_join', 10, { since: T0 + 7, profileId: 'pj_a' })), ['pj_b'], 'after a position, whichever page it ended');
+
+      assert.equal(await join('pj_d', 1, T0 + 8, false), true);
+      assert.equal(await join('pj_d', 2, T0 + 9), true);
+      assert.deepEqual(ids(await store.listComputationMembers('aud_join', 10)), ['pj_c', 'pj_a', 'pj_b', 'pj_d']);
+    });
+
     void it('gives the evaluator lease to one owner at a time until it expires or is released', async () => {
       assert.equal(await store.claimEngageLease('node-a', T0, 1_000), true);
       assert.equal(await store.claimEngageLease('node-b', T0 + 500, 1_000), false);

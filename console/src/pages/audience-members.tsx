@@ -25,7 +25,7 @@ export function AudienceMembers({ id, name, onClose }: { id: string; name: strin
       {value !== undefined && value.members.length > 0 && (
         <>
           <p class="hint">
-            Members {first} to {first + value.members.length - 1}, in the order of their profile ids.
+            Members {first} to {first + value.members.length - 1}, in the order they joined.
           </p>
           <table>
             <caption class="visually-hidden">Members of {name}</caption>

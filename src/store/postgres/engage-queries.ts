@@ -98,10 +98,11 @@ async function identifiersOf(pool: Queryable, ids: readonly string[]): Promise<M
   return byProfile;
 }
 
-export async function listMembers(pool: Queryable, computationId: string, limit: number, afterProfileId: string | undefined): Promise<ComputationMember[]> {
+/** In join order, on the index profile_outputs_by_join; `after` undefined: from the first (every since is ≥ 0). */
+export async function listMembers(pool: Queryable, computationId: string, limit: number, after: Pick<ComputationMember, 'since' | 'profileId'> | undefined): Promise<ComputationMember[]> {
   const { rows } = await pool.query<OutputRow>(
-    `SELECT * FROM profile_outputs WHERE computation_id = $1 AND profile_id > $2 ORDER BY profile_id LIMIT $3`,
-    [computationId, afterProfileId ?? '', limit],
+    `SELECT * FROM profile_outputs WHERE computation_id = $1 AND (since, profile_id) > ($2, $3) ORDER BY since, profile_id LIMIT $4`,
+    [computationId, after?.since ?? -1, after?.profileId ?? '', limit],
   );
   const identifiers = await identifiersOf(pool, rows.map((r) => r.profile_id));
   return rows.map((row) => ({

@@ -429,6 +429,10 @@ const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX deliveries_transforming_after ON deliveries (after_id) WHERE status = 'transforming' AND after_id IS NOT NULL;
   `,
+  // An audience's members are listed in the order they joined.
+  `
+  CREATE INDEX profile_outputs_by_join ON profile_outputs (computation_id, since, profile_id);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -548,8 +548,8 @@ export class PostgresStore implements Store {
     return inTransaction(this.pool, (client) => engage.deleteComputation(client, id));
   }
 
-  async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
-    return engage.listMembers(this.pool, computationId, limit, afterProfileId);
+  async listComputationMembers(computationId: string, limit: number, after?: Pick<ComputationMember, 'since' | 'profileId'>): Promise<ComputationMember[]> {
+    return engage.listMembers(this.pool, computationId, limit, after);
   }
 
   async findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>> {

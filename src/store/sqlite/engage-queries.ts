@@ -100,9 +100,10 @@ export class EngageQueries {
     })();
   }
 
-  listMembers(computationId: string, limit: number, afterProfileId: string | undefined): ComputationMember[] {
-    const rows = this.prepare(`SELECT * FROM profile_outputs WHERE computation_id = ? AND profile_id > ? ORDER BY profile_id LIMIT ?`)
-      .all(computationId, afterProfileId ?? '', limit) as OutputRow[];
+  /** In join order, on the index profile_outputs_by_join; `after` undefined: from the first (every since is ≥ 0). */
+  listMembers(computationId: string, limit: number, after: Pick<ComputationMember, 'since' | 'profileId'> | undefined): ComputationMember[] {
+    const rows = this.prepare(`SELECT * FROM profile_outputs WHERE computation_id = ? AND (since, profile_id) > (?, ?) ORDER BY since, profile_id LIMIT ?`)
+      .all(computationId, after?.since ?? -1, after?.profileId ?? '', limit) as OutputRow[];
     const identifiers = this.identifiersOf(rows.map((r) => r.profile_id));
     return rows.map((row) => ({
       profileId: row.profile_id,

@@ -601,8 +601,8 @@ export class SqliteStore implements Store {
     return this.write(() => this.engage.deleteComputation(id));
   }
 
-  async listComputationMembers(computationId: string, limit: number, afterProfileId?: string): Promise<ComputationMember[]> {
-    return this.engage.listMembers(computationId, limit, afterProfileId);
+  async listComputationMembers(computationId: string, limit: number, after?: Pick<ComputationMember, 'since' | 'profileId'>): Promise<ComputationMember[]> {
+    return this.engage.listMembers(computationId, limit, after);
   }
 
   async findProfileIds(identifiers: readonly string[]): Promise<Map<string, string>> {
