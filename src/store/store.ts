@@ -376,11 +376,7 @@ export interface EngageStore {
    * are read only for the computations that exist.)
    */
   deleteComputation(id: string): Promise<boolean>;
-  /**
-   * Current members of an audience in the order they joined (`since`, then
-   * profile id), after `after`: the last member of the previous page (a
-   * trait has none: its values are on the profiles).
-   */
+  /** An audience's current members in join order (`since`, then profile id), after `after`, the previous page's last (a trait has none). */
   listComputationMembers(computationId: string, limit: number, after?: Pick<ComputationMember, 'since' | 'profileId'>): Promise<ComputationMember[]>;
 
   /** The profile ids of those of `identifiers` that belong to a profile. */
