@@ -45,6 +45,8 @@ export class DeliveryQueries {
   private readonly defer: Statement<[number, number, number, string]>;
   private readonly insertAttempt: Statement<unknown[]>;
   private readonly nextDue: Statement<[], { due: number | null }>;
+  /** The admin list's statements, one per combination of the user and messageId filters. */
+  private readonly listStatements = new Map<string, Statement>();
 
   constructor(
     private readonly db: Database,
@@ -143,26 +145,37 @@ export class DeliveryQueries {
     return this.nextDue.get()?.due ?? undefined;
   }
 
+  /**
+   * Newest first, each with its message's body. A filter by user or
+   * messageId starts from the messages it names (messages_by_user,
+   * messages_by_message_id) and reaches their deliveries by
+   * deliveries_by_message: it never walks the queue.
+   */
   list(filter: DeliveryFilter): DeliveryRecord[] {
-    const rows = this.db
-      .prepare(`
-        SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+    const byMessage = [filter.userId !== undefined && 'm.user_id = @userId', filter.messageId !== undefined && 'm.message_id = @messageId'].filter((c) => c !== false);
+    const sql = `
+        SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d ${byMessage.length > 0 ? 'JOIN' : 'LEFT JOIN'} messages m ON m.seq = d.message_seq
         WHERE (@sourceId IS NULL OR d.source_id = @sourceId)
           AND (@status IS NULL OR d.status = @status)
           AND (@beforeId IS NULL OR d.id < @beforeId)
-        ORDER BY d.id DESC LIMIT @limit`)
-      .all({
-        sourceId: filter.sourceId ?? null,
-        status: filter.status ?? null,
-        beforeId: filter.beforeId ?? null,
-        limit: filter.limit,
-      }) as DeliveryRow[];
+          ${byMessage.map((condition) => `AND ${condition}`).join(' ')}
+        ORDER BY d.id DESC LIMIT @limit`;
+    let statement = this.listStatements.get(sql);
+    if (statement === undefined) this.listStatements.set(sql, (statement = this.db.prepare(sql)));
+    const rows = statement.all({
+      sourceId: filter.sourceId ?? null,
+      status: filter.status ?? null,
+      beforeId: filter.beforeId ?? null,
+      limit: filter.limit,
+      ...(filter.userId !== undefined && { userId: filter.userId }),
+      ...(filter.messageId !== undefined && { messageId: filter.messageId }),
+    }) as DeliveryRow[];
     return rows.map(toDeliveryRecord);
   }
 
   get(id: number): DeliveryDetail | undefined {
     const row = this.db
-      .prepare(`SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = ?`)
+      .prepare(`SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = ?`)
       .get(id) as DeliveryRow | undefined;
     if (row === undefined) return undefined;
     const attempts = this.db
