@@ -18,6 +18,9 @@ const RECONNECT_MS = 1_000;
 export function DebuggerPage({ route }: { route: Route }) {
   const { sources, error } = useSources();
   const sourceId = route.params.get('source') ?? sources?.[0]?.id ?? '';
+  /** A message opened from a link (a delivery's): selected, whether or not it is among the newest. */
+  const seq = Number(route.params.get('seq') ?? '');
+  const linkedSeq = Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
   return (
     <section aria-labelledby="page-title">
       <PageTitle>Live debugger</PageTitle>
@@ -26,14 +29,14 @@ export function DebuggerPage({ route }: { route: Route }) {
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('debugger', { source: id })} />
-          <LiveDebugger key={sourceId} sourceId={sourceId} />
+          <LiveDebugger key={sourceId} sourceId={sourceId} linkedSeq={linkedSeq} />
         </>
       )}
     </section>
   );
 }
 
-function LiveDebugger({ sourceId }: { sourceId: string }) {
+function LiveDebugger({ sourceId, linkedSeq }: { sourceId: string; linkedSeq: number | undefined }) {
   // Newest first. Held in a ref and copied to state once a frame, however many arrive.
   const entries = useRef<DebuggerEntry[]>([]);
   const [shown, setShown] = useState<DebuggerEntry[]>([]);
@@ -42,7 +45,11 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
   const [held, setHeld] = useState(0);
   const [status, setStatus] = useState('');
   const [type, setType] = useState('');
-  const [selected, setSelected] = useState<DebuggerEntry | undefined>(undefined);
+  /** The selected message's seq, and its entry when the list has it. */
+  const [selected, setSelected] = useState<{ seq: number; entry?: DebuggerEntry } | undefined>(linkedSeq === undefined ? undefined : { seq: linkedSeq });
+  useEffect(() => {
+    if (linkedSeq !== undefined) setSelected({ seq: linkedSeq, entry: entries.current.find((entry) => entry.seq === linkedSeq) });
+  }, [linkedSeq]);
   const [connection, setConnection] = useState('connecting');
   const [streamError, setStreamError] = useState<unknown>(undefined);
   const [scrollTop, setScrollTop] = useState(0);
@@ -191,7 +198,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
                   type="button"
                   class={`message ${entry.status}`}
                   aria-pressed={selected?.seq === entry.seq}
-                  onClick={() => setSelected(entry)}
+                  onClick={() => setSelected({ seq: entry.seq, entry })}
                   data-seq={entry.seq}
                 >
                   <span class="time">{formatTime(entry.receivedAt)}</span>
@@ -207,7 +214,7 @@ function LiveDebugger({ sourceId }: { sourceId: string }) {
           {selected === undefined ? (
             <p class="hint">Choose a message to see its JSON.</p>
           ) : (
-            <MessageDetail key={selected.seq} sourceId={sourceId} entry={selected} onCurrent={replaceEntry} />
+            <MessageDetail key={selected.seq} sourceId={sourceId} seq={selected.seq} entry={selected.entry} onCurrent={replaceEntry} />
           )}
         </div>
       </div>
