@@ -93,7 +93,7 @@ function DeliveryLinks({ sourceId, message }: { sourceId: string; message: unkno
   if (typeof messageId !== 'string' && typeof userId !== 'string') return null;
   const search = (params: Record<string, string>): string => `#/deliveries?${new URLSearchParams(params).toString()}`;
   return (
-    <p class="row">
+    <p class="row links">
       {typeof messageId === 'string' && <a href={search({ source: sourceId, messageId })}>Deliveries of this message</a>}
       {typeof userId === 'string' && <a href={search({ userId })}>Every delivery of user {userId}</a>}
     </p>

@@ -289,13 +289,13 @@ function MessageOf({ id, value }: { id: string; value: DeliveryDetail | undefine
                 </>
               )}
             </p>
-            <p class="row">
+            <p class="row links">
               <a href={`#/debugger?${new URLSearchParams({ source: value.sourceId, seq: String(value.messageSeq) }).toString()}`}>Open message {value.messageSeq} in the live debugger</a>
               {value.userId !== undefined && (
                 <a href={`#/deliveries?${new URLSearchParams({ userId: value.userId }).toString()}`}>Every delivery of user {value.userId}</a>
               )}
             </p>
-            <pre class="json" tabIndex={0} aria-label={`The message of delivery ${id}, as stored`}>
+            <pre class="json payload" tabIndex={0} aria-label={`The message of delivery ${id}, as stored`}>
               {JSON.stringify(value.message, null, 2)}
             </pre>
           </>
