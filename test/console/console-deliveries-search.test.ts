@@ -16,7 +16,12 @@ describeBrowser('the console: deliveries by user and messageId, with their messa
   /** Delivery ids by messageId. */
   const deliveryOf = new Map<string, { id: number; messageSeq: number }>();
   const rows = (): ReturnType<Page['locator']> => page.locator('tr[data-delivery-id]');
-  const shownMessageIds = async (): Promise<string[]> => (await rows().locator('td:nth-child(3) code').allTextContents()).sort();
+  /** The cells of the Message column, wherever it is among the others. */
+  const messageCells = async (): Promise<ReturnType<Page['locator']>> => {
+    const headers = await page.locator('table thead th').allTextContents();
+    return rows().locator(`td:nth-child(${headers.indexOf('Message') + 1})`);
+  };
+  const shownMessageIds = async (): Promise<string[]> => (await (await messageCells()).locator('code').allTextContents()).sort();
 
   before(async () => {
     sy = await startTestSwitchyard(FAST_RETRIES);
@@ -48,7 +53,8 @@ describeBrowser('the console: deliveries by user and messageId, with their messa
   it("shows each delivery's message type, event and user", async () => {
     await page.getByRole('link', { name: 'Deliveries' }).click();
     await rows().nth(2).waitFor();
-    const messageCell = async (messageId: string): Promise<string> => (await rows().filter({ hasText: messageId }).locator('td').nth(2).innerText()).replace(/\s+/g, ' ').trim();
+    const messageCell = async (messageId: string): Promise<string> =>
+      (await (await messageCells()).filter({ hasText: messageId }).innerText()).replace(/\s+/g, ' ').trim();
     // The button's name ends with the delivery it opens, for screen readers (visually hidden).
     const of = (messageId: string): string => `(the message of delivery ${deliveryOf.get(messageId)!.id})`;
     assert.equal(await messageCell('web-1'), `track · Order Completed ${of('web-1')} user ada web-1`);
