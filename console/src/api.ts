@@ -195,6 +195,11 @@ export interface Delivery {
   readonly functionId?: string;
   readonly messageSeq: number;
   readonly messageId?: string;
+  /** The message's call type, a track's event and its user, while the message is stored. */
+  readonly type?: string;
+  readonly event?: string;
+  readonly userId?: string;
+  readonly anonymousId?: string;
   readonly status: 'pending' | 'succeeded' | 'failed';
   readonly attemptCount: number;
   readonly createdAt: string;

@@ -74,6 +74,23 @@ export class DebuggerAdmin {
   }
 
   /**
+   * One of the source's messages by its seq (the `messageSeq` of its
+   * deliveries), as it is now: with the transformation that ran on it since
+   * the stream sent it.
+   */
+  async get(sourceId: string, seq: unknown): Promise<DebuggerEntry> {
+    const n = typeof seq === 'string' && /^\d{1,15}$/.test(seq) ? Number(seq) : NaN;
+    if (!Number.isSafeInteger(n) || n < 1) throw new ApiError('invalid_request', 'seq must be a message seq (a positive integer)');
+    await this.requireSource(sourceId);
+    const [stored] = await this.store.getMessagesBySeq([n]);
+    // Another source's message is not found here either: the route names the source.
+    if (stored === undefined || stored.sourceId !== sourceId) {
+      throw new ApiError('not_found', `no message ${n} in source ${JSON.stringify(sourceId.slice(0, 60))}: it may have passed the retention period or been erased`);
+    }
+    return viewMessage(stored);
+  }
+
+  /**
    * Where a stream starts: after `lastEventId` (the `Last-Event-ID` header of
    * a reconnecting client) or, without one, after the newest message now.
    */

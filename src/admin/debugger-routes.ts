@@ -20,6 +20,9 @@ export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyIns
     app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/sources/:id/debugger', { schema: DEBUGGER_SCHEMAS.list }, async (request) =>
       admin.list(request.params.id, request.query),
     );
+    app.get<{ Params: { id: string; seq: string } }>('/sources/:id/debugger/messages/:seq', { schema: DEBUGGER_SCHEMAS.get }, async (request) =>
+      admin.get(request.params.id, request.params.seq),
+    );
 
     const open = new Set<DebuggerStream>();
     // Streams never end by themselves, and the server's close waits for every

@@ -1,5 +1,6 @@
 import { ApiError } from '../errors.js';
 import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
+import { MAX_ID_LENGTH } from '../domain/normalize.js';
 import { functionIdOf } from '../domain/routing.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
@@ -12,6 +13,11 @@ export interface DeliveryView {
   readonly functionId?: string;
   readonly messageSeq: number;
   readonly messageId?: string;
+  /** The message's call type, event (a track's) and user, while the message is stored. */
+  readonly type?: string;
+  readonly event?: string;
+  readonly userId?: string;
+  readonly anonymousId?: string;
   readonly status: DeliveryStatus;
   readonly attemptCount: number;
   readonly createdAt: string;
@@ -38,6 +44,8 @@ export interface AttemptView {
 }
 
 export interface DeliveryDetailView extends DeliveryView {
+  /** The message as stored (before any transformation), parsed; absent once it is gone. */
+  readonly message?: unknown;
   readonly attempts: readonly AttemptView[];
 }
 
@@ -52,8 +60,19 @@ export class DeliveryAdmin {
     private readonly now: () => number,
   ) {}
 
-  /** Newest first; `beforeId` pages on from the last id of the previous page. */
-  async list(query: { sourceId?: unknown; status?: unknown; limit?: unknown; beforeId?: unknown }): Promise<{ deliveries: DeliveryView[] }> {
+  /**
+   * Newest first; `beforeId` pages on from the last id of the previous page.
+   * `userId` and `messageId` keep the deliveries of the messages with exactly
+   * that id.
+   */
+  async list(query: {
+    sourceId?: unknown;
+    status?: unknown;
+    limit?: unknown;
+    beforeId?: unknown;
+    userId?: unknown;
+    messageId?: unknown;
+  }): Promise<{ deliveries: DeliveryView[] }> {
     const status = query.status === undefined || query.status === '' ? undefined : query.status;
     if (status !== undefined && !STATUSES.includes(status as DeliveryStatus)) {
       throw new ApiError('invalid_request', `status must be one of ${STATUSES.join(', ')}`);
@@ -63,8 +82,10 @@ export class DeliveryAdmin {
       status: status as DeliveryStatus | undefined,
       limit: limitParam(query.limit, DEFAULT_LIMIT, MAX_LIMIT),
       beforeId: query.beforeId === undefined || query.beforeId === '' ? undefined : deliveryId(query.beforeId, 'beforeId'),
+      userId: messageField(query.userId, 'userId'),
+      messageId: messageField(query.messageId, 'messageId'),
     });
-    return { deliveries: records.map(viewDelivery) };
+    return { deliveries: records.map((record) => viewDelivery(record, parseBody(record.messageBody))) };
   }
 
   async get(id: unknown): Promise<DeliveryDetailView> {
@@ -101,7 +122,8 @@ export class DeliveryAdmin {
   }
 }
 
-export function viewDelivery(record: DeliveryRecord): DeliveryView {
+/** `message`: the stored message, parsed (see {@link parseBody}), which the view summarizes. */
+function viewDelivery(record: DeliveryRecord, message: unknown): DeliveryView {
   const functionId = functionIdOf(record.destination);
   return {
     id: record.id,
@@ -110,6 +132,7 @@ export function viewDelivery(record: DeliveryRecord): DeliveryView {
     ...(functionId !== undefined && { functionId }),
     messageSeq: record.messageSeq,
     ...(record.messageId !== undefined && { messageId: record.messageId }),
+    ...summary(message),
     status: record.status,
     attemptCount: record.attemptCount,
     createdAt: iso(record.createdAt),
@@ -123,7 +146,29 @@ export function viewDelivery(record: DeliveryRecord): DeliveryView {
 }
 
 function viewDetail(detail: DeliveryDetail): DeliveryDetailView {
-  return { ...viewDelivery(detail), attempts: detail.attempts.map(viewAttempt) };
+  const message = parseBody(detail.messageBody);
+  return { ...viewDelivery(detail, message), ...(message !== undefined && { message }), attempts: detail.attempts.map(viewAttempt) };
+}
+
+/** The stored message; its text as it is should it not parse (ingest stores JSON text only). */
+function parseBody(body: string | undefined): unknown {
+  if (body === undefined) return undefined;
+  try {
+    return JSON.parse(body) as unknown;
+  } catch {
+    return body;
+  }
+}
+
+/** What the list shows of a delivery's message: the string fields among type, event, userId and anonymousId. */
+function summary(message: unknown): Pick<DeliveryView, 'type' | 'event' | 'userId' | 'anonymousId'> {
+  if (typeof message !== 'object' || message === null) return {};
+  const fields: Record<string, string> = {};
+  for (const field of ['type', 'event', 'userId', 'anonymousId'] as const) {
+    const value = (message as Record<string, unknown>)[field];
+    if (typeof value === 'string') fields[field] = value;
+  }
+  return fields;
 }
 
 function viewAttempt(attempt: AttemptRecord): AttemptView {
@@ -151,6 +196,15 @@ function deliveryId(value: unknown, field = 'id'): number {
 function optionalString(value: unknown, field: string): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value !== 'string') throw new ApiError('invalid_request', `${field} must be a string`);
+  return value;
+}
+
+/** A userId or messageId to match exactly: a message cannot carry a longer one, so neither can the filter. */
+function messageField(value: unknown, field: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value === '' || value.length > MAX_ID_LENGTH) {
+    throw new ApiError('invalid_request', `${field} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
+  }
   return value;
 }
 

@@ -1,3 +1,4 @@
+import { MAX_ID_LENGTH } from '../domain/normalize.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -110,6 +111,10 @@ const delivery: JsonSchema = {
     functionId: { type: 'string', description: "The function destination's id, when destination is function" },
     messageSeq: { type: 'integer' },
     messageId: { type: 'string' },
+    type: { type: 'string', description: "The message's call type (absent once the message is gone, as are event, userId and anonymousId)" },
+    event: { type: 'string', description: "A track's event" },
+    userId: { type: 'string' },
+    anonymousId: { type: 'string' },
     status: { enum: ['pending', 'succeeded', 'failed'] },
     attemptCount: { type: 'integer' },
     createdAt: time,
@@ -279,6 +284,8 @@ export const DELIVERY_SCHEMAS = documented({
         status: { enum: ['pending', 'succeeded', 'failed'] },
         limit: { type: 'string', description: 'An integer, 1 to 1000' },
         beforeId: { type: 'string', description: 'Only deliveries with a lower id (paging)' },
+        userId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this userId (exact)' },
+        messageId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this messageId (exact)' },
       },
     },
     'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
@@ -288,7 +295,16 @@ export const DELIVERY_SCHEMAS = documented({
     summary: 'One delivery with every attempt',
     tags: ['deliveries'],
     params: idParams,
-    'x-responses': { 200: ok('The delivery', { ...delivery, properties: { ...(delivery['properties'] as object), attempts: { type: 'array', items: attempt } } }) },
+    'x-responses': {
+      200: ok('The delivery', {
+        ...delivery,
+        properties: {
+          ...(delivery['properties'] as object),
+          message: { type: 'object', description: 'The message as stored (before any transformation); absent once it is gone' },
+          attempts: { type: 'array', items: attempt },
+        },
+      }),
+    },
     'x-errors': ['invalid_request', 'not_found'],
   },
   retry: {
@@ -347,6 +363,13 @@ export const DEBUGGER_SCHEMAS = documented({
     params: idParams,
     querystring: { type: 'object', properties: { limit: { type: 'string' } } },
     'x-responses': { 200: ok('Messages', { type: 'object', properties: { messages: { type: 'array', items: debuggerEntry } } }) },
+    'x-errors': ['invalid_request', 'not_found'],
+  },
+  get: {
+    summary: "One of the source's messages by its seq (a delivery's messageSeq), as it is now",
+    tags: ['debugger'],
+    params: { type: 'object', properties: { id: { type: 'string' }, seq: { type: 'string' } }, required: ['id', 'seq'] },
+    'x-responses': { 200: ok('The message', debuggerEntry) },
     'x-errors': ['invalid_request', 'not_found'],
   },
   stream: {

@@ -13,8 +13,8 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 â€
                                  show the Standard Webhooks secret
   webhooks rotate-secret SOURCE_ID [--overlap-seconds N]
                                  a new Standard Webhooks secret; the old one signs too for N s (default 86400)
-  deliveries list [--source ID] [--status pending|succeeded|failed] [--limit N]
-                                 deliveries, newest first
+  deliveries list [--source ID] [--status pending|succeeded|failed] [--user-id ID] [--message-id ID] [--limit N] [--before-id ID]
+                                 deliveries, newest first (those of the messages with that userId / messageId)
   deliveries get ID              one delivery with every attempt
   deliveries retry ID            put a failed delivery back in the queue
   deliveries retry-all [--source ID] [--since ISO-TIME]
@@ -22,7 +22,7 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 â€
 `;
 
 /** Flags of these commands rather than of the store's config (`--url` of `webhooks set` and `--header` may repeat). */
-const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds'];
+const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds', 'user-id', 'message-id', 'before-id'];
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
 
 /**
@@ -107,7 +107,14 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
   switch (action) {
     case 'list':
       return kit.withAdmin(flags, (admin) =>
-        admin.deliveries.list({ sourceId: ownString('source'), status: ownString('status'), limit: ownString('limit') }),
+        admin.deliveries.list({
+          sourceId: ownString('source'),
+          status: ownString('status'),
+          limit: ownString('limit'),
+          beforeId: ownString('before-id'),
+          userId: ownString('user-id'),
+          messageId: ownString('message-id'),
+        }),
       );
     case 'get':
       return kit.withAdmin(flags, (admin) => admin.deliveries.get(need(id, 'ID')));

@@ -40,7 +40,8 @@ export type PreparedCall = AcceptedCall | RejectedCall;
 
 /** Library names of browser SDKs, whose calls get `context.ip` from the request. */
 const BROWSER_LIBRARIES = new Set(['analytics.js', 'analytics-next', '@segment/analytics-next', 'RudderLabs JavaScript SDK']);
-const MAX_ID_LENGTH = 1_024;
+/** The longest userId, anonymousId, groupId or messageId a message may carry. */
+export const MAX_ID_LENGTH = 1_024;
 
 /**
  * Validates one call and turns it into the message Switchyard stores and

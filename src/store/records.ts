@@ -269,6 +269,10 @@ export interface DeliveryFilter {
   readonly limit: number;
   /** Only deliveries with an id below this one (pagination, newest first). */
   readonly beforeId?: number | undefined;
+  /** Only deliveries of messages with this userId (exact). */
+  readonly userId?: string | undefined;
+  /** Only deliveries of messages with this messageId (exact). */
+  readonly messageId?: string | undefined;
 }
 
 export interface RequeueFilter {
@@ -295,6 +299,8 @@ export interface DeliveryRecord {
   readonly replayId?: string | undefined;
   /** Pending behind this delivery of the same key (ordered delivery, replays): not sent before it ends. */
   readonly waitingFor?: number | undefined;
+  /** The message's stored JSON text; undefined once the message is gone (retention, a deletion request). */
+  readonly messageBody?: string | undefined;
 }
 
 export interface DeliveryDetail extends DeliveryRecord {

@@ -77,6 +77,8 @@ export interface DeliveryRow {
   created_at: number;
   updated_at: number;
   message_id?: string | null;
+  /** The message's stored JSON text (null once it is gone). */
+  message_body?: string | null;
   replay_id?: string | null;
   /** The delivery of the same key before it (ordered deliveries and replays); see docs/architecture.md. */
   after_id?: number | string | null;
@@ -151,6 +153,7 @@ export function toDeliveryRecord(row: DeliveryRow): DeliveryRecord {
     firstAttemptAt: row.first_attempt_at ?? undefined,
     lastError: row.last_error ?? undefined,
     ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
+    ...(row.message_body !== null && row.message_body !== undefined && { messageBody: row.message_body }),
     // Pending without a next attempt: not claimable until its predecessor ends.
     ...(row.status === 'pending' && row.next_attempt_at === null && row.after_id !== null && row.after_id !== undefined && { waitingFor: Number(row.after_id) }),
   };

@@ -1,39 +1,51 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type DebuggerEntry } from '../api.js';
-
-/** How far back the detail looks for the message's current state: the debugger list's largest page. */
-const RECHECK_LIMIT = 500;
+import { ErrorMessage } from '../ui.js';
 
 /**
  * The selected message: its status, reason, the transformation that ran on
- * it (version, logged lines, what it did) and its JSON.
+ * it (version, logged lines, what it did), links to its deliveries and its
+ * JSON.
  *
  * The live stream sends a message when it is stored, before the transform
  * stage runs on it, so the entry in the list may not know yet what the
- * transformation did. On selection the detail reads the source's recent
- * messages once more and shows the message as it is now (when it is still
- * among the newest 500; the API has no route for one message), and hands it
- * to `onCurrent` so the list's row shows it too.
+ * transformation did. On selection the detail reads the message once more
+ * by its seq and shows it as it is now, and hands it to `onCurrent` so the
+ * list's row shows it too. A message opened from a link (a delivery's) has
+ * no entry in the list yet: it shows once read.
  */
-export function MessageDetail({ sourceId, entry, onCurrent }: { sourceId: string; entry: DebuggerEntry; onCurrent: (current: DebuggerEntry) => void }) {
+export function MessageDetail({
+  sourceId,
+  seq,
+  entry,
+  onCurrent,
+}: {
+  sourceId: string;
+  seq: number;
+  entry: DebuggerEntry | undefined;
+  onCurrent: (current: DebuggerEntry) => void;
+}) {
   const [current, setCurrent] = useState(entry);
+  const [error, setError] = useState<unknown>(undefined);
   useEffect(() => {
     let live = true;
-    api<{ messages: DebuggerEntry[] }>('GET', `/sources/${sourceId}/debugger?limit=${RECHECK_LIMIT}`).then(
-      ({ messages }) => {
-        const found = messages.find((message) => message.seq === entry.seq);
-        if (!live || found === undefined) return;
+    api<DebuggerEntry>('GET', `/sources/${encodeURIComponent(sourceId)}/debugger/messages/${seq}`).then(
+      (found) => {
+        if (!live) return;
         setCurrent(found);
         onCurrent(found);
       },
-      // The entry as listed is still right to show; the list and the stream report their own errors.
-      () => undefined,
+      // The entry as listed is still right to show; without one, say why there is nothing.
+      (failed: unknown) => {
+        if (live) setError(failed);
+      },
     );
     return () => {
       live = false;
     };
-  }, [sourceId, entry.seq]);
+  }, [sourceId, seq]);
 
+  if (current === undefined) return error === undefined ? <p class="hint">Loading message {seq}…</p> : <ErrorMessage error={error} />;
   const { transformation } = current;
   return (
     <>
@@ -68,7 +80,22 @@ export function MessageDetail({ sourceId, entry, onCurrent }: { sourceId: string
           )}
         </section>
       )}
+      <DeliveryLinks sourceId={sourceId} message={current.message} />
       <pre class="json">{JSON.stringify(current.message, null, 2)}</pre>
     </>
+  );
+}
+
+/** To the deliveries page, searching this message's deliveries (by its messageId, in its source) and its user's. */
+function DeliveryLinks({ sourceId, message }: { sourceId: string; message: unknown }) {
+  const fields = typeof message === 'object' && message !== null ? (message as Record<string, unknown>) : {};
+  const { messageId, userId } = fields;
+  if (typeof messageId !== 'string' && typeof userId !== 'string') return null;
+  const search = (params: Record<string, string>): string => `#/deliveries?${new URLSearchParams(params).toString()}`;
+  return (
+    <p class="row links">
+      {typeof messageId === 'string' && <a href={search({ source: sourceId, messageId })}>Deliveries of this message</a>}
+      {typeof userId === 'string' && <a href={search({ userId })}>Every delivery of user {userId}</a>}
+    </p>
   );
 }

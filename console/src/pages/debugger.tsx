@@ -19,6 +19,9 @@ const RECONNECT_MS = 1_000;
 export function DebuggerPage({ route }: { route: Route }) {
   const { sources, error } = useSources();
   const sourceId = route.params.get('source') ?? sources?.[0]?.id ?? '';
+  /** A message opened from a link (a delivery's): selected, whether or not it is among the newest. */
+  const seq = Number(route.params.get('seq') ?? '');
+  const linkedSeq = Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
   return (
     <section aria-labelledby="page-title">
       <PageTitle>Live debugger</PageTitle>
@@ -27,14 +30,14 @@ export function DebuggerPage({ route }: { route: Route }) {
       {sources !== undefined && sources.length > 0 && (
         <>
           <SourcePicker sources={sources} value={sourceId} onChange={(id) => navigate('debugger', { source: id })} />
-          <LiveDebugger key={sourceId} sourceId={sourceId} writeKey={sources.find((s) => s.id === sourceId)?.writeKey} />
+          <LiveDebugger key={sourceId} sourceId={sourceId} writeKey={sources.find((s) => s.id === sourceId)?.writeKey} linkedSeq={linkedSeq} />
         </>
       )}
     </section>
   );
 }
 
-function LiveDebugger({ sourceId, writeKey }: { sourceId: string; writeKey: string | undefined }) {
+function LiveDebugger({ sourceId, writeKey, linkedSeq }: { sourceId: string; writeKey: string | undefined; linkedSeq: number | undefined }) {
   // Newest first. Held in a ref and copied to state once a frame, however many arrive.
   const entries = useRef<DebuggerEntry[]>([]);
   const [shown, setShown] = useState<DebuggerEntry[]>([]);
@@ -43,7 +46,11 @@ function LiveDebugger({ sourceId, writeKey }: { sourceId: string; writeKey: stri
   const [held, setHeld] = useState(0);
   const [status, setStatus] = useState('');
   const [type, setType] = useState('');
-  const [selected, setSelected] = useState<DebuggerEntry | undefined>(undefined);
+  /** The selected message's seq, and its entry when the list has it. */
+  const [selected, setSelected] = useState<{ seq: number; entry?: DebuggerEntry } | undefined>(linkedSeq === undefined ? undefined : { seq: linkedSeq });
+  useEffect(() => {
+    if (linkedSeq !== undefined) setSelected({ seq: linkedSeq, entry: entries.current.find((entry) => entry.seq === linkedSeq) });
+  }, [linkedSeq]);
   const [connection, setConnection] = useState('connecting');
   const [streamError, setStreamError] = useState<unknown>(undefined);
   const [scrollTop, setScrollTop] = useState(0);
@@ -193,7 +200,7 @@ function LiveDebugger({ sourceId, writeKey }: { sourceId: string; writeKey: stri
                   type="button"
                   class={`message ${entry.status}`}
                   aria-pressed={selected?.seq === entry.seq}
-                  onClick={() => setSelected(entry)}
+                  onClick={() => setSelected({ seq: entry.seq, entry })}
                   data-seq={entry.seq}
                 >
                   <span class="time">{formatTime(entry.receivedAt)}</span>
@@ -210,7 +217,7 @@ function LiveDebugger({ sourceId, writeKey }: { sourceId: string; writeKey: stri
           {selected === undefined ? (
             <p class="hint">Choose a message to see its JSON.</p>
           ) : (
-            <MessageDetail key={selected.seq} sourceId={sourceId} entry={selected} onCurrent={replaceEntry} />
+            <MessageDetail key={selected.seq} sourceId={sourceId} seq={selected.seq} entry={selected.entry} onCurrent={replaceEntry} />
           )}
         </div>
       </div>

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type Attempt, type Delivery } from '../api.js';
 import { useFunctionNames } from '../function-names.js';
 import type { Route } from '../route.js';
@@ -20,6 +20,9 @@ export function DeliveriesPage({ route }: { route: Route }) {
   const selectedId = route.params.get('delivery') ?? '';
   /** Paging: only deliveries older than this id (the API's `beforeId`). */
   const beforeId = route.params.get('before') ?? '';
+  /** The search: the deliveries of the messages with this userId and/or messageId (exact). */
+  const userId = route.params.get('userId') ?? '';
+  const messageId = route.params.get('messageId') ?? '';
   const [notice, setNotice] = useState('');
   const [actionError, setActionError] = useState<unknown>(undefined);
   const [since, setSince] = useState(anHourAgo);
@@ -28,19 +31,24 @@ export function DeliveriesPage({ route }: { route: Route }) {
     ...(sourceId !== '' && { sourceId }),
     ...(status !== '' && { status }),
     ...(beforeId !== '' && { beforeId }),
+    ...(userId !== '' && { userId }),
+    ...(messageId !== '' && { messageId }),
   });
   const { value: deliveries, error, reload } = useLoad(async () => (await api<{ deliveries: Delivery[] }>('GET', `/deliveries?${query.toString()}`)).deliveries, [
     sourceId,
     status,
     beforeId,
+    userId,
+    messageId,
   ]);
   /** Each row names its source; the id stays beside it (a deleted source has only the id). */
   const sourceNames = new Map((sources ?? []).map((source) => [source.id, source.name]));
   const { names: functionNames, error: functionNamesError } = useFunctionNames((deliveries ?? []).filter((d) => d.destination === 'function').map((d) => d.sourceId));
   const go = (change: Record<string, string>): void => {
-    const params = { source: sourceId, status, delivery: selectedId, before: beforeId, ...change };
+    const params = { source: sourceId, status, userId, messageId, delivery: selectedId, before: beforeId, ...change };
     navigate('deliveries', Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')));
   };
+  const searching = userId !== '' || messageId !== '';
 
   const retryAll = async (event: Event): Promise<void> => {
     event.preventDefault();
@@ -79,6 +87,12 @@ export function DeliveriesPage({ route }: { route: Route }) {
           Refresh
         </button>
       </div>
+      <Search
+        key={`${userId}\n${messageId}`}
+        userId={userId}
+        messageId={messageId}
+        onSearch={(search) => go({ ...search, delivery: '', before: '' })}
+      />
       <form class="row" onSubmit={(event) => void retryAll(event)} aria-label="Retry failed deliveries">
         <label class="inline">
           Retry every failed delivery{sourceId === '' ? '' : ' of this source'} that failed since ({timeZoneName()})
@@ -90,7 +104,13 @@ export function DeliveriesPage({ route }: { route: Route }) {
       <ErrorMessage error={actionError} />
       <ErrorMessage error={error} />
       <ErrorMessage error={functionNamesError} />
-      {deliveries !== undefined && deliveries.length === 0 && (status !== '' || beforeId !== '' ? <p>No deliveries match.</p> : <NoDeliveryYet sourceId={sourceId} />)}
+      {deliveries !== undefined && deliveries.length === 0 && !searching && (status !== '' || beforeId !== '' ? <p>No deliveries match.</p> : <NoDeliveryYet sourceId={sourceId} />)}
+      {deliveries !== undefined && deliveries.length === 0 && searching && (
+        <p>
+          No deliveries match: none of a message with {[userId !== '' && `userId ${userId}`, messageId !== '' && `messageId ${messageId}`].filter((part) => part !== false).join(' and ')}
+          {sourceId !== '' || status !== '' ? ' with this source and status' : ''}. Ids match exactly, case included.
+        </p>
+      )}
       {deliveries !== undefined && deliveries.length > 0 && (
         <div class="scroll-x">
           <table>
@@ -121,7 +141,18 @@ export function DeliveriesPage({ route }: { route: Route }) {
                     <DestinationName delivery={delivery} functionNames={functionNames} />
                   </td>
                   <td>
-                    <code>{delivery.messageId ?? `#${delivery.messageSeq}`}</code>
+                    <button type="button" class="secondary" onClick={() => go({ delivery: String(delivery.id) })}>
+                      {messageTitle(delivery)}
+                      <span class="visually-hidden"> (the message of delivery {delivery.id})</span>
+                    </button>
+                    {userLine(delivery) !== '' && (
+                      <>
+                        <br />
+                        {userLine(delivery)}
+                      </>
+                    )}
+                    <br />
+                    <code class="hint">{delivery.messageId ?? `#${delivery.messageSeq}`}</code>
                   </td>
                   <td>
                     <span class={`badge ${delivery.status}`}>{delivery.status}</span>
@@ -172,7 +203,99 @@ export function DeliveriesPage({ route }: { route: Route }) {
           )}
         </nav>
       )}
-      {selectedId !== '' && <Attempts key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} onRetried={reload} />}
+      {selectedId !== '' && <Selected key={selectedId} id={selectedId} onClose={() => go({ delivery: '' })} onRetried={reload} />}
+    </section>
+  );
+}
+
+/** `track · Order Completed`: what the message was; a message no longer stored has no type. */
+function messageTitle(delivery: Delivery): string {
+  if (delivery.type === undefined) return 'Message';
+  return delivery.event === undefined ? delivery.type : `${delivery.type} · ${delivery.event}`;
+}
+
+/** Who sent it: the userId, else the anonymousId. */
+function userLine(delivery: Pick<Delivery, 'userId' | 'anonymousId'>): string {
+  if (delivery.userId !== undefined) return `user ${delivery.userId}`;
+  return delivery.anonymousId === undefined ? '' : `anonymous ${delivery.anonymousId}`;
+}
+
+/** The search by userId and messageId; the page's address keeps what was searched. */
+function Search({ userId, messageId, onSearch }: { userId: string; messageId: string; onSearch: (search: { userId: string; messageId: string }) => void }) {
+  const [user, setUser] = useState(userId);
+  const [message, setMessage] = useState(messageId);
+  const submit = (event: Event): void => {
+    event.preventDefault();
+    onSearch({ userId: user.trim(), messageId: message.trim() });
+  };
+  return (
+    <form class="row" role="search" aria-label="Search deliveries" onSubmit={submit}>
+      <label class="inline">
+        User id
+        <input type="search" value={user} maxLength={1024} onInput={(event) => setUser((event.target as HTMLInputElement).value)} />
+      </label>
+      <label class="inline">
+        messageId
+        <input type="search" value={message} maxLength={1024} onInput={(event) => setMessage((event.target as HTMLInputElement).value)} />
+      </label>
+      <button type="submit">Search</button>
+      {(userId !== '' || messageId !== '') && (
+        <button type="button" class="secondary" onClick={() => onSearch({ userId: '', messageId: '' })}>
+          Clear search
+        </button>
+      )}
+    </form>
+  );
+}
+
+type DeliveryDetail = Delivery & { message?: unknown; attempts: Attempt[] };
+
+/** The selected delivery: its message, then its attempts, read once for both. */
+function Selected({ id, onClose, onRetried }: { id: string; onClose: () => void; onRetried: () => void }) {
+  const { value, error, reload } = useLoad(() => api<DeliveryDetail>('GET', `/deliveries/${id}`), [id]);
+  return (
+    <>
+      <MessageOf id={id} value={value} />
+      <Attempts id={id} value={value} error={error} reload={reload} onClose={onClose} onRetried={onRetried} />
+    </>
+  );
+}
+
+function MessageOf({ id, value }: { id: string; value: DeliveryDetail | undefined }) {
+  // The panels open below the list: take the reader (and the keyboard focus) there.
+  const title = useRef<HTMLHeadingElement>(null);
+  useEffect(() => title.current?.focus(), []);
+  return (
+    <section class="panel" aria-labelledby="message-title">
+      <h2 id="message-title" tabIndex={-1} ref={title}>
+        Message of delivery {id}
+      </h2>
+      {value !== undefined &&
+        (value.message === undefined ? (
+          <p>The message is no longer stored (past the retention period, or erased by a deletion request).</p>
+        ) : (
+          <>
+            <p>
+              {messageTitle(value)}
+              {userLine(value) !== '' && <> · {userLine(value)}</>}
+              {value.messageId !== undefined && (
+                <>
+                  {' '}
+                  · messageId <code>{value.messageId}</code>
+                </>
+              )}
+            </p>
+            <p class="row links">
+              <a href={`#/debugger?${new URLSearchParams({ source: value.sourceId, seq: String(value.messageSeq) }).toString()}`}>Open message {value.messageSeq} in the live debugger</a>
+              {value.userId !== undefined && (
+                <a href={`#/deliveries?${new URLSearchParams({ userId: value.userId }).toString()}`}>Every delivery of user {value.userId}</a>
+              )}
+            </p>
+            <pre class="json payload" tabIndex={0} aria-label={`The message of delivery ${id}, as stored`}>
+              {JSON.stringify(value.message, null, 2)}
+            </pre>
+          </>
+        ))}
     </section>
   );
 }
@@ -200,8 +323,21 @@ function retryOutcome(id: string, status: Delivery['status'], requeued: number):
   return status === 'failed' ? `Delivery ${id} is back in the queue.` : `Delivery ${id} is due now; its next attempt starts at once.`;
 }
 
-function Attempts({ id, onClose, onRetried }: { id: string; onClose: () => void; onRetried: () => void }) {
-  const { value, error, reload } = useLoad(() => api<Delivery & { attempts: Attempt[] }>('GET', `/deliveries/${id}`), [id]);
+function Attempts({
+  id,
+  value,
+  error,
+  reload,
+  onClose,
+  onRetried,
+}: {
+  id: string;
+  value: DeliveryDetail | undefined;
+  error: unknown;
+  reload: () => void;
+  onClose: () => void;
+  onRetried: () => void;
+}) {
   const { names: functionNames } = useFunctionNames(value?.functionId === undefined ? [] : [value.sourceId]);
   const functionName = value?.functionId === undefined ? undefined : functionNames?.get(value.functionId);
   const [outcome, setOutcome] = useState('');

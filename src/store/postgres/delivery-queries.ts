@@ -168,21 +168,33 @@ export async function nextDeliveryDueAt(pool: pg.Pool): Promise<number | undefin
   return rows[0]?.due ?? undefined;
 }
 
+/**
+ * Newest first, each with its message's body. A filter by user or messageId
+ * starts from the messages it names (messages_by_user,
+ * messages_by_message_id) and reaches their deliveries by
+ * deliveries_by_message: it never walks the queue. Compared as
+ * messages.user_id and message_id store them (textColumn).
+ */
 export async function listDeliveries(pool: pg.Pool, filter: DeliveryFilter): Promise<DeliveryRecord[]> {
+  const values: unknown[] = [filter.sourceId ?? null, filter.status ?? null, filter.beforeId ?? null, filter.limit];
+  const byMessage: string[] = [];
+  if (filter.userId !== undefined) byMessage.push(`m.user_id = $${values.push(textColumn(filter.userId))}`);
+  if (filter.messageId !== undefined) byMessage.push(`m.message_id = $${values.push(textColumn(filter.messageId))}`);
   const { rows } = await pool.query<DeliveryRow>(
-    `SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+    `SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d ${byMessage.length > 0 ? 'JOIN' : 'LEFT JOIN'} messages m ON m.seq = d.message_seq
      WHERE ($1::text IS NULL OR d.source_id = $1)
        AND ($2::text IS NULL OR d.status = $2)
        AND ($3::bigint IS NULL OR d.id < $3)
+       ${byMessage.map((condition) => `AND ${condition}`).join(' ')}
      ORDER BY d.id DESC LIMIT $4`,
-    [filter.sourceId ?? null, filter.status ?? null, filter.beforeId ?? null, filter.limit],
+    values,
   );
   return rows.map(toDeliveryRecord);
 }
 
 export async function getDelivery(pool: pg.Pool, id: number): Promise<DeliveryDetail | undefined> {
   const { rows } = await pool.query<DeliveryRow>(
-    `SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = $1`,
+    `SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = $1`,
     [id],
   );
   const row = rows[0];

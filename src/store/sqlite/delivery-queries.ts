@@ -45,6 +45,8 @@ export class DeliveryQueries {
   private readonly defer: Statement<[number, number, number, string]>;
   private readonly insertAttempt: Statement<unknown[]>;
   private readonly nextDue: Statement<[], { due: number | null }>;
+  /** The admin list's statements, one per combination of the user and messageId filters. */
+  private readonly listStatements = new Map<string, Statement>();
 
   constructor(
     private readonly db: Database,
@@ -143,26 +145,42 @@ export class DeliveryQueries {
     return this.nextDue.get()?.due ?? undefined;
   }
 
+  /**
+   * Newest first, each with its message's body. A filter by user or
+   * messageId starts from the messages message_keys names (see its
+   * migration) and reaches their deliveries by deliveries_by_message: it
+   * never walks the queue. The columns confirm the match.
+   */
   list(filter: DeliveryFilter): DeliveryRecord[] {
-    const rows = this.db
-      .prepare(`
-        SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+    const keys = [filter.messageId !== undefined && messageKey('m', filter.messageId), filter.userId !== undefined && messageKey('u', filter.userId)].filter(
+      (key) => key !== false,
+    );
+    const sql = `
+        SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d ${keys.length > 0 ? 'JOIN' : 'LEFT JOIN'} messages m ON m.seq = d.message_seq
         WHERE (@sourceId IS NULL OR d.source_id = @sourceId)
           AND (@status IS NULL OR d.status = @status)
           AND (@beforeId IS NULL OR d.id < @beforeId)
-        ORDER BY d.id DESC LIMIT @limit`)
-      .all({
-        sourceId: filter.sourceId ?? null,
-        status: filter.status ?? null,
-        beforeId: filter.beforeId ?? null,
-        limit: filter.limit,
-      }) as DeliveryRow[];
+          ${keys.length > 0 ? 'AND d.message_seq IN (SELECT rowid FROM message_keys WHERE message_keys MATCH @keys)' : ''}
+          ${filter.userId !== undefined ? 'AND m.user_id = @userId' : ''}
+          ${filter.messageId !== undefined ? 'AND m.message_id = @messageId' : ''}
+        ORDER BY d.id DESC LIMIT @limit`;
+    let statement = this.listStatements.get(sql);
+    if (statement === undefined) this.listStatements.set(sql, (statement = this.db.prepare(sql)));
+    const rows = statement.all({
+      sourceId: filter.sourceId ?? null,
+      status: filter.status ?? null,
+      beforeId: filter.beforeId ?? null,
+      limit: filter.limit,
+      ...(keys.length > 0 && { keys: keys.join(' ') }),
+      ...(filter.userId !== undefined && { userId: filter.userId }),
+      ...(filter.messageId !== undefined && { messageId: filter.messageId }),
+    }) as DeliveryRow[];
     return rows.map(toDeliveryRecord);
   }
 
   get(id: number): DeliveryDetail | undefined {
     const row = this.db
-      .prepare(`SELECT d.*, m.message_id FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = ?`)
+      .prepare(`SELECT d.*, m.message_id, m.body AS message_body FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq WHERE d.id = ?`)
       .get(id) as DeliveryRow | undefined;
     if (row === undefined) return undefined;
     const attempts = this.db
@@ -191,6 +209,16 @@ export class DeliveryQueries {
         .run(now, now, id, now).changes > 0
     );
   }
+}
+
+/**
+ * The message_keys token of an id, as its triggers write it: the kind, then
+ * the hex of the id's UTF-8 bytes (SQLite's hex() of the text), so that
+ * only that exact id matches. (The ascii tokenizer folds the hex's case, on
+ * both sides.)
+ */
+function messageKey(kind: 'm' | 'u', id: string): string {
+  return kind + Buffer.from(id, 'utf8').toString('hex');
 }
 
 function claimedDelivery(row: DueRow): ClaimedDelivery {
