@@ -16,15 +16,15 @@ export interface FunctionRoundContext extends SharedRoundContext {
   /** Reads one version's code (when its isolate is not loaded). */
   readonly code: (functionId: string, version: number) => Promise<string | undefined>;
   readonly runner: FunctionRunner;
-  // breaker: shared with receivers, keyed `function:<id>`; slots: one call in
-  // flight per function destination (its isolate runs one call at a time).
+  // breaker: shared with receivers, keyed `function:<id>`; slots: the calls
+  // one function destination may have in flight (they share its isolate).
   readonly onCall: (result: FunctionCallResult) => void;
 }
 
 /**
  * One round of a delivery to a function destination: runs the handler for
- * the message (through the destination's circuit breaker, its one slot and
- * its `maxRequestsPerSecond`), and turns how the call ended into the
+ * the message (through the destination's circuit breaker, one of its slots
+ * and its `maxRequestsPerSecond`), and turns how the call ended into the
  * outcome to record, with the Webhooks destination's retry policy (the call
  * is one "receiver", `function:<id>`). Resolves, never rejects.
  */
@@ -59,7 +59,8 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
       result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, body, fn.settings);
     }
   } finally {
-    ctx.slots.release(key, undefined);
+    // The call's time paces the function's queue as a receiver's answer time paces its own.
+    ctx.slots.release(key, ctx.now() - callAt);
   }
   ctx.breaker.record(key, result.outcome === 'retry' ? 'failure' : 'success', admitted.probe, ctx.now());
   ctx.onCall(result);
@@ -68,7 +69,7 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
   return decide(job, startedAt, [sent], [], { at: callAt, fn, result, summary }, ctx);
 }
 
-/** Through the breaker and the one slot: `{probe}` when the call may go, or why it is held. */
+/** Through the breaker and a slot: `{probe}` when the call may go, or why it is held. */
 async function admit(key: string, ctx: FunctionRoundContext): Promise<{ probe: boolean } | HeldReceiver> {
   const admittedAt = ctx.now();
   const admission = ctx.breaker.admit(key, admittedAt);

@@ -21,6 +21,8 @@ export interface FetchLimits {
   readonly maxRequestsPerCall: number;
   readonly maxRequestBodyBytes: number;
   readonly maxResponseBodyBytes: number;
+  /** Connections kept per origin (16 when absent). */
+  readonly connectionsPerOrigin?: number;
 }
 
 export const DEFAULT_FETCH_BOUNDS = {
@@ -64,7 +66,7 @@ export class FunctionFetcher {
       rejectUnauthorized: true,
       ...(limits.allowPrivateReceivers ? {} : { lookup: guardedLookup }),
     });
-    this.agent = new Agent({ connections: 16, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs, connect });
+    this.agent = new Agent({ connections: limits.connectionsPerOrigin ?? 16, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs, connect });
   }
 
   /** Sends one checked request; never rejects. */
@@ -133,11 +135,12 @@ export class FetchSession {
   /** Texts of the retriable failures handed to the function (a throw of one of them is a network error: retried). */
   readonly retriableErrors = new Set<string>();
   private readonly controller = new AbortController();
-  private nextId = 1;
   private closed = false;
 
   constructor(
     private readonly fetcher: FunctionFetcher,
+    /** Ids unique among the fetches the isolate may be waiting for (those of every call in it). */
+    private readonly nextId: () => number,
     private readonly settle: (id: string, answerJson: string) => void,
   ) {}
 
@@ -158,7 +161,7 @@ export class FetchSession {
     if (checked.headers['user-agent'] === undefined) checked.headers['user-agent'] = limits.userAgent;
     const record: { method: string; url: string; status?: number; error?: string; durationMs: number } = { method: checked.method, url: checked.url.href, durationMs: 0 };
     this.records.push(record);
-    const id = this.nextId++;
+    const id = this.nextId();
     const started = performance.now();
     void this.fetcher.send(checked, this.controller.signal).then((answer) => {
       record.durationMs = Math.round(performance.now() - started);

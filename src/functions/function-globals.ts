@@ -4,20 +4,22 @@
  * `SandboxHost` in src/sandbox/sandbox.ts): Segment's error classes,
  * `fetch`, `Headers`, `Request`, `Response`, `URL`, `URLSearchParams`,
  * `atob`, `btoa`. Everything here is plain JavaScript inside the isolate
- * except the two host callbacks it is called with, which take and return
- * strings only:
+ * except what it is called with: the prelude's `currentCall()` (the id of
+ * the call whose code runs now) and two host callbacks, which take and
+ * return strings (and that id) only:
  *
- * - `startFetch(requestJson)` → `{"id":n}` or `{"error":"…"}`: the host
- *   checks the request and starts it; it answers later through `settle(id,
- *   answerJson)`, the second function this script returns.
+ * - `startFetch(callId, requestJson)` → `{"id":n}` or `{"error":"…"}`: the
+ *   host checks the request against that call's budget and starts it; it
+ *   answers later through `settle(id, answerJson)`, the second function this
+ *   script returns, entered with that call current.
  * - `parseUrl(input, base, part, value)` → `{"href":…,…}` or `{"error":…}`:
  *   WHATWG URL parsing, done by the host's own `URL` (V8 has none); with
  *   `part`, sets that component of `input` first.
  *
- * The callbacks live only in this closure: user code never sees them, nor
- * `invoke`/`settle` (the host holds those).
+ * The callbacks and `currentCall` live only in this closure: user code never
+ * sees them, nor `invoke`/`settle` (the host holds those).
  */
-export const FUNCTION_GLOBALS = String.raw`(function (startFetch, parseUrl) {
+export const FUNCTION_GLOBALS = String.raw`(function (currentCall, startFetch, parseUrl) {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String;
   const waiting = new Map();
@@ -300,7 +302,7 @@ export const FUNCTION_GLOBALS = String.raw`(function (startFetch, parseUrl) {
     let request;
     try { request = new Request(input, init); } catch (error) { return Promise.reject(error); }
     const text = textOf(request);
-    const started = parse(startFetch(stringify({ method: request.method, url: request.url, headers: [...request.headers], body: text === undefined ? null : text })));
+    const started = parse(startFetch(currentCall(), stringify({ method: request.method, url: request.url, headers: [...request.headers], body: text === undefined ? null : text })));
     if (started.error !== undefined) return Promise.reject(new TypeError(started.error));
     return new Promise((resolve, reject) => waiting.set(started.id, { resolve, reject }));
   };

@@ -43,24 +43,26 @@ export interface FunctionCallResult {
 }
 
 /**
- * The host side of one isolate's bridge: which call's fetch session is
- * live, and how to answer the isolate. Calls through one bridge run one at a
- * time (`queue`), so a fetch always belongs to the call in flight.
+ * The host side of one program's bridge (all its isolates): the fetch
+ * session of each call in flight, by call id. `startFetch` is answered for
+ * the call the isolate names as current (see isolate-prelude.ts), and
+ * refused for one that has ended or never was.
  */
 class FunctionBridge {
-  session: FetchSession | undefined;
-  settle: ((...args: string[]) => void) | undefined;
-  queue: Promise<unknown> = Promise.resolve();
+  readonly sessions = new Map<number, FetchSession>();
+  /** Fetch ids, unique across the program's calls: the isolate keeps its waiting fetches by id. */
+  private lastFetchId = 0;
+  readonly nextFetchId = (): number => ++this.lastFetchId;
 
   readonly host: SandboxHost = {
     setup: FUNCTION_GLOBALS,
     callbacks: [
-      (requestJson: unknown) => (this.session === undefined ? JSON.stringify({ error: 'fetch is only available while a handler runs' }) : this.session.start(requestJson)),
+      (callId: unknown, requestJson: unknown) => {
+        const session = typeof callId === 'number' ? this.sessions.get(callId) : undefined;
+        return session === undefined ? JSON.stringify({ error: 'fetch is only available while a handler runs' }) : session.start(requestJson);
+      },
       (input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value),
     ],
-    attach: (settle) => {
-      this.settle = settle;
-    },
   };
 }
 
@@ -76,8 +78,9 @@ export async function checkFunctionCode(code: string, limits: SandboxLimits): Pr
 
 /**
  * Runs function destinations' handlers: one isolate per function version
- * (pooled, as transformations), one message per call, the call's `fetch`
- * bridged to {@link FunctionFetcher}.
+ * (pooled, as transformations), one message per call, up to `concurrency`
+ * calls in flight in it at once (each with its own fetch session, logs and
+ * time limit), the calls' `fetch` bridged to {@link FunctionFetcher}.
  */
 export class FunctionRunner {
   readonly pool: SandboxPool;
@@ -87,8 +90,10 @@ export class FunctionRunner {
     readonly limits: SandboxLimits,
     private readonly fetcher: FunctionFetcher,
     maxIsolates?: number,
+    /** Calls in flight at once per function version (1: one at a time). */
+    concurrency = 1,
   ) {
-    this.pool = new SandboxPool(limits, maxIsolates);
+    this.pool = new SandboxPool(limits, maxIsolates, { concurrency });
   }
 
   /** Whether the isolate of this version is loaded (its code need not be read again). */
@@ -105,9 +110,7 @@ export class FunctionRunner {
     });
     if (created !== undefined) this.bridges.set(sandbox, created);
     const bridge = this.bridges.get(sandbox)!;
-    const run = bridge.queue.then(() => this.callNow(sandbox, bridge, eventJson, settings));
-    bridge.queue = run.catch(() => undefined);
-    const result = await run;
+    const result = await this.callNow(sandbox, bridge, eventJson, settings);
     const secrets = secretValues(settings);
     if (secrets.length === 0) return result;
     return {
@@ -140,22 +143,30 @@ export class FunctionRunner {
       const what = typeof type === 'string' ? type.slice(0, 40) : 'a message without a type';
       return { outcome: 'failed', errorType: 'EventNotSupported', error: `${what} is not supported${handler === undefined ? '' : ` (the code defines no ${handler})`}`, fetches: [], logs: [], durationMs: took() };
     }
-    const session = new FetchSession(this.fetcher, (id, answer) => bridge.settle?.(id, answer));
-    bridge.session = session;
+    let session: FetchSession | undefined;
+    let callId: number | undefined;
     let result;
     try {
-      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`);
+      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`, {
+        onStart: (call) => {
+          callId = call.id;
+          session = new FetchSession(this.fetcher, bridge.nextFetchId, call.settle);
+          bridge.sessions.set(call.id, session);
+        },
+      });
     } finally {
-      bridge.session = undefined;
-      session.close();
+      if (callId !== undefined) bridge.sessions.delete(callId);
+      session?.close();
     }
-    const fetches = session.records.map((r) => ({ ...r }));
+    const fetches = session === undefined ? [] : session.records.map((r) => ({ ...r }));
     if (result.ok) return { outcome: 'delivered', fetches, logs: result.logs, durationMs: result.durationMs };
     const base = { error: result.error, errorType: result.errorType, fetches, logs: result.logs, durationMs: result.durationMs };
     if (result.fault === 'timeout') return { ...base, outcome: 'retry', errorType: 'Timeout' };
+    // Other calls shared the isolate that ran out: this one may not be the cause.
+    if (result.fault === 'memory' && result.shared === true) return { ...base, outcome: 'retry' };
     if (result.errorType === 'RetryError') return { ...base, outcome: 'retry' };
     // A fetch's network error or timeout, thrown on out of the handler.
-    if (result.errorType === 'TypeError' && session.retriableErrors.has(result.error)) return { ...base, outcome: 'retry' };
+    if (result.errorType === 'TypeError' && session?.retriableErrors.has(result.error) === true) return { ...base, outcome: 'retry' };
     return { ...base, outcome: 'failed' };
   }
 

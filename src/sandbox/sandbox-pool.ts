@@ -1,4 +1,4 @@
-import { Sandbox, type SandboxCode } from './sandbox.js';
+import { Sandbox, type SandboxCode, type SandboxOptions } from './sandbox.js';
 import type { SandboxLimits } from './sandbox-limits.js';
 
 /**
@@ -16,6 +16,7 @@ export class SandboxPool {
   constructor(
     private readonly limits: SandboxLimits,
     maxIsolates?: number,
+    private readonly options: SandboxOptions = {},
   ) {
     this.maxIsolates = maxIsolates ?? Math.max(1, Math.floor(limits.totalMemoryMb / limits.memoryMb));
   }
@@ -28,7 +29,7 @@ export class SandboxPool {
       this.sandboxes.set(key, sandbox);
       return sandbox;
     }
-    sandbox = new Sandbox(program(), this.limits);
+    sandbox = new Sandbox(program(), this.limits, this.options);
     this.sandboxes.set(key, sandbox);
     while (this.sandboxes.size > this.maxIsolates) {
       const [oldestKey, oldest] = this.sandboxes.entries().next().value as [string, Sandbox];
