@@ -155,6 +155,7 @@ export class DeliveryWorker {
   private readonly sender: WebhookSender;
   private readonly functionRunner: FunctionRunner | undefined;
   private readonly functionFetcher: FunctionFetcher | undefined;
+  private readonly unwatchHeaps: (() => void) | undefined;
   private readonly batcher: OutcomeBatcher;
   private readonly round: RoundContext;
   private readonly stopController = new AbortController();
@@ -213,7 +214,9 @@ export class DeliveryWorker {
         connectionsPerOrigin: Math.max(16, functionConcurrency),
         ...DEFAULT_FETCH_BOUNDS,
       });
-      this.functionRunner = new FunctionRunner(fns.limits, this.functionFetcher, undefined, functionConcurrency);
+      const runner = new FunctionRunner(fns.limits, this.functionFetcher, undefined, functionConcurrency);
+      this.functionRunner = runner;
+      this.unwatchHeaps = options.metrics?.watchSandboxHeaps(async () => (await runner.pool.heapById()).map((heap) => ({ kind: 'function', ...heap })));
     }
     this.round = {
       owner: this.owner,
@@ -290,6 +293,7 @@ export class DeliveryWorker {
     }
     await this.batcher.flush();
     await this.sender.destroy();
+    this.unwatchHeaps?.();
     this.functionRunner?.dispose();
     await this.functionFetcher?.destroy();
   }

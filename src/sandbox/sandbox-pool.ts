@@ -44,10 +44,22 @@ export class SandboxPool {
     return this.sandboxes.has(key);
   }
 
+  /** Heap in use of each live program's isolates, in bytes, by program key. */
+  async heapByKey(): Promise<Map<string, number>> {
+    const entries = [...this.sandboxes.entries()];
+    const bytes = await Promise.all(entries.map(([, sandbox]) => sandbox.heapBytes()));
+    return new Map(entries.map(([key], i) => [key, bytes[i]!]));
+  }
+
+  /** Heap in use by program id (the key up to its last `@`: all versions of one transformation or function together). */
+  async heapById(): Promise<Array<{ readonly id: string; readonly bytes: number }>> {
+    return [...(await this.heapByKey())].map(([key, bytes]) => ({ id: key.includes('@') ? key.slice(0, key.lastIndexOf('@')) : key, bytes }));
+  }
+
   /** Heap in use across the live isolates, in bytes. */
-  heapBytes(): number {
+  async heapBytes(): Promise<number> {
     let total = 0;
-    for (const sandbox of this.sandboxes.values()) total += sandbox.heapBytes();
+    for (const bytes of (await this.heapByKey()).values()) total += bytes;
     return total;
   }
 

@@ -21,19 +21,26 @@ export interface SandboxCode {
  * stays strings only:
  * - `setup` is a script whose value is a function; it runs once per isolate,
  *   after the prelude and before the user's code, with `currentCall` (the
- *   prelude's: the id of the call whose code runs now, 0 for none) and then
- *   `callbacks` as its arguments (isolated-vm `Callback`s: inside the isolate
- *   they are plain functions whose arguments and result are copied, never
- *   References, so no host object can be reached through them). It must
- *   return `[invoke, settle]`, two functions of its own kept by the host
- *   only: every call goes through `invoke(entryPoint, ...args)`, and
- *   `settle(a, b)` is how the host answers a call's asynchronous work later
- *   (see {@link CallOptions.onStart}).
+ *   prelude's: the id of the call whose code runs now, 0 for none), then
+ *   `callbacks`, then `notices` as its arguments (isolated-vm `Callback`s:
+ *   inside the isolate they are plain functions whose arguments and result
+ *   are copied, never References, so no host object can be reached through
+ *   them). It must return `[invoke, settle]`, two functions of its own kept
+ *   by the host only: every call goes through `invoke(entryPoint, ...args)`,
+ *   and `settle(a, b)` is how the host answers a call's asynchronous work
+ *   later (see {@link CallOptions.onStart}).
  */
 export interface SandboxHost {
   readonly setup: string;
-  /** Synchronous host functions: called with copies of what the isolate passed, they must return a string. */
+  /** Synchronous host functions: the isolate waits for them; called with copies of what it passed, they must return a string. */
   readonly callbacks: ReadonlyArray<(...args: unknown[]) => string>;
+  /**
+   * Fire and forget: the isolate goes on at once and the host function runs
+   * later on the host's thread, in the order sent; it answers, if at all,
+   * through the call's `settle`. (No thread waits on the other: cheaper than
+   * a callback.)
+   */
+  readonly notices?: ReadonlyArray<(...args: unknown[]) => void> | undefined;
 }
 
 /** What one call gave back. `value` is the JSON text of what the function returned (undefined: it returned undefined). */
@@ -107,7 +114,12 @@ interface Loaded {
   retired: boolean;
   /** Calls in it when a call first found it disposed under it (out of memory). */
   callsAtFault?: number;
+  /** Its heap in use when last read (see {@link Sandbox.heapBytes}). */
+  heapBytes?: number;
 }
+
+/** How long a heap read waits for a busy isolate. */
+const HEAP_READ_WAIT_MS = 250;
 
 /**
  * One program in its own V8 isolate (isolated-vm), loaded once and reused
@@ -191,15 +203,23 @@ export class Sandbox {
     }
   }
 
-  /** Heap in use of this program's live isolates, in bytes (0 when none is loaded). */
-  heapBytes(): number {
-    let total = 0;
-    for (const loaded of this.live) {
-      if (loaded.isolate.isDisposed) continue;
-      const stats = loaded.isolate.getHeapStatisticsSync();
-      total += stats.used_heap_size + stats.externally_allocated_size;
-    }
-    return total;
+  /**
+   * Heap in use of this program's live isolates, in bytes (0 when none is
+   * loaded). Read on each isolate's own thread, after what runs there: an
+   * isolate busy for longer than `waitMs` counts with what it last answered.
+   */
+  async heapBytes(waitMs = HEAP_READ_WAIT_MS): Promise<number> {
+    const reads = [...this.live].map(async (loaded) => {
+      if (loaded.isolate.isDisposed) return 0;
+      const read = loaded.isolate.getHeapStatistics().then(
+        (stats) => (loaded.heapBytes = stats.used_heap_size + stats.externally_allocated_size),
+        () => 0,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(loaded.heapBytes ?? 0), waitMs)));
+      return Promise.race([read, late]).finally(() => clearTimeout(timer));
+    });
+    return (await Promise.all(reads)).reduce((sum, bytes) => sum + bytes, 0);
   }
 
   /** Disposes the isolate now, or when the calls already made have ended (an evicted sandbox still answers them). */
@@ -300,12 +320,22 @@ export class Sandbox {
   }
 }
 
-/** Answers call `id`'s asynchronous work: the setup's `settle(a, b)`, entered through the prelude's `resume`. */
+/**
+ * Answers call `id`'s asynchronous work: the setup's `settle(a, b)`, entered
+ * through the prelude's `resume`, one entry per answer (an entry's
+ * microtasks all run before the next entry, which is what keeps each
+ * continuation in its own call). Strings and a number only; nothing comes
+ * back (isolated-vm's `applyIgnored`: no promise, no return to this
+ * thread). An entry into a busy isolate queues behind what runs there; the
+ * call's own timer bounds it.
+ */
 function resumeIn(loaded: Loaded, id: number, a: string, b: string, timeoutMs: number): void {
   if (loaded.settle === undefined || loaded.isolate.isDisposed) return;
-  // Strings and a number only; the result is ignored. An entry into a busy
-  // isolate queues behind what runs there; the call's own timer bounds it.
-  loaded.resume.apply(undefined, [id, loaded.settle.derefInto(), a, b], { timeout: timeoutMs }).catch(() => undefined);
+  try {
+    loaded.resume.applyIgnored(undefined, [id, loaded.settle.derefInto(), a, b], { timeout: timeoutMs });
+  } catch {
+    // Disposed meanwhile: the call fails by its own means (memory, or its timer).
+  }
 }
 
 /** Parses what the dispatcher returned: untrusted text, bounded before it is parsed. */
@@ -399,12 +429,13 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
   }
 }
 
-/** Runs the host's setup script with `currentCall` and its callbacks; resolves its `invoke` and `settle` (see {@link SandboxHost}). */
+/** Runs the host's setup script with `currentCall`, its callbacks and notices; resolves its `invoke` and `settle` (see {@link SandboxHost}). */
 async function installHost(isolate: ivm.Isolate, context: ivm.Context, host: SandboxHost, currentCall: Ref, limits: SandboxLimits): Promise<{ invoke: Ref; settle: Ref }> {
   const script = await isolate.compileScript(host.setup, { filename: 'switchyard-host.js' });
   const setup = (await script.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
   const callbacks = host.callbacks.map((callback) => new ivm.Callback(callback, { sync: true }));
-  const pair = (await setup.apply(undefined, [currentCall.derefInto(), ...callbacks], { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
+  const notices = (host.notices ?? []).map((notice) => new ivm.Callback(notice, { ignored: true }));
+  const pair = (await setup.apply(undefined, [currentCall.derefInto(), ...callbacks, ...notices], { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
   const invoke: Ref = await pair.get(0, { reference: true });
   const settle: Ref = await pair.get(1, { reference: true });
   if (invoke.typeof !== 'function' || settle.typeof !== 'function') throw new Error('the host setup did not return [invoke, settle]');

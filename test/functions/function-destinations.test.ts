@@ -126,6 +126,9 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
       assert.equal(attempt.function.fetches[0].status, 200);
       assert.deepEqual(attempt.function.logs, ['sending Signed Up with ********', 'got 200']);
       assert.doesNotMatch(JSON.stringify(detail), /sk_live_deliver/);
+      const metrics = await (await fetch(`${sy.url}/metrics`)).text();
+      const heap = new RegExp(`switchyard_sandbox_heap_bytes\\{kind="function",id="${fn.id}"\\} (\\d+)`).exec(metrics);
+      assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the function\'s isolate is in /metrics');
     });
 
     it('retries RetryError with backoff until it succeeds; fails at once on EventNotSupported, InvalidEventPayload and other throws', async () => {
