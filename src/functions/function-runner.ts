@@ -44,24 +44,21 @@ export interface FunctionCallResult {
 
 /**
  * The host side of one program's bridge (all its isolates): the fetch
- * session of each call in flight, by call id. `startFetch` is answered for
- * the call the isolate names as current (see isolate-prelude.ts), and
- * refused for one that has ended or never was.
+ * session of each call in flight, by call id. A `startFetch` is taken for
+ * the call the isolate names as current (see isolate-prelude.ts) and
+ * dropped for one that has ended or never was (nobody waits for it).
  */
 class FunctionBridge {
   readonly sessions = new Map<number, FetchSession>();
-  /** Fetch ids, unique across the program's calls: the isolate keeps its waiting fetches by id. */
-  private lastFetchId = 0;
-  readonly nextFetchId = (): number => ++this.lastFetchId;
 
   readonly host: SandboxHost = {
     setup: FUNCTION_GLOBALS,
-    callbacks: [
-      (callId: unknown, requestJson: unknown) => {
-        const session = typeof callId === 'number' ? this.sessions.get(callId) : undefined;
-        return session === undefined ? JSON.stringify({ error: 'fetch is only available while a handler runs' }) : session.start(requestJson);
+    callbacks: [(input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value)],
+    notices: [
+      (callId: unknown, fetchId: unknown, requestJson: unknown) => {
+        if (typeof callId !== 'number' || !Number.isSafeInteger(fetchId) || (fetchId as number) <= 0) return;
+        this.sessions.get(callId)?.start(fetchId as number, requestJson);
       },
-      (input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value),
     ],
   };
 }
@@ -150,7 +147,7 @@ export class FunctionRunner {
       result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`, {
         onStart: (call) => {
           callId = call.id;
-          session = new FetchSession(this.fetcher, bridge.nextFetchId, call.settle);
+          session = new FetchSession(this.fetcher, call.settle);
           bridge.sessions.set(call.id, session);
         },
       });
