@@ -37,8 +37,8 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
   // A job outlives a change of settings: the destination is read as it is now.
   if (fn === undefined || fn.sourceId !== job.sourceId) return fail('the function destination no longer exists');
   if (!fn.enabled) return fail(`the function destination "${fn.name}" is disabled; retry the delivery after enabling it`);
-  const body = eventBody(job.body, ctx.filters(job.sourceId));
-  if (body === undefined) return fail('the stored message is no longer readable (deleted or pruned)');
+  const event = eventBody(job.body, ctx.filters(job.sourceId));
+  if (event === undefined) return fail('the stored message is no longer readable (deleted or pruned)');
 
   if (fn.maxRequestsPerSecond !== undefined) {
     const rate = ctx.rates.reserve([{ url: key, maxRequestsPerSecond: fn.maxRequestsPerSecond, headers: {} }], startedAt);
@@ -56,7 +56,7 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
     if (code === undefined) {
       result = { outcome: 'failed', error: `version ${fn.version} of the function's code is gone`, fetches: [], logs: [], durationMs: 0 };
     } else {
-      result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, body, fn.settings);
+      result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, event.body, fn.settings, { type: event.type });
     }
   } finally {
     // The call's time paces the function's queue as a receiver's answer time paces its own.
@@ -126,8 +126,8 @@ function decide(
   }
 }
 
-/** The message as the handler gets it: as stored, less the paths of matching `dropFields` filters. */
-function eventBody(stored: string, filters: readonly DestinationFilter[]): string | undefined {
+/** The message as the handler gets it (as stored, less the paths of matching `dropFields` filters), and its `type`. */
+function eventBody(stored: string, filters: readonly DestinationFilter[]): { readonly body: string; readonly type: unknown } | undefined {
   let message: unknown;
   try {
     message = JSON.parse(stored);
@@ -135,10 +135,11 @@ function eventBody(stored: string, filters: readonly DestinationFilter[]): strin
     return undefined;
   }
   if (!isJsonObject(message)) return undefined;
-  if (filters.length === 0 || !dropsFields(filters) || isExemptFromFilters(message)) return stored;
+  const type = message['type'];
+  if (filters.length === 0 || !dropsFields(filters) || isExemptFromFilters(message)) return { body: stored, type };
   const paths = fieldsToDrop(filters, message);
-  if (paths.length === 0) return stored;
+  if (paths.length === 0) return { body: stored, type };
   removePaths(message, paths);
-  return JSON.stringify(message);
+  return { body: JSON.stringify(message), type: message['type'] };
 }
 

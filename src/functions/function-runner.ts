@@ -98,8 +98,12 @@ export class FunctionRunner {
     return this.pool.has(`${id}@${version}`);
   }
 
-  /** Calls the handler of the message's type with the message and the settings; never rejects. */
-  async run(fn: FunctionCode, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+  /**
+   * Calls the handler of the message's type with the message and the
+   * settings; never rejects. `known.type`: the message's `type` when the
+   * caller has parsed it already (the text is then not parsed again here).
+   */
+  async run(fn: FunctionCode, eventJson: string, settings: Readonly<Record<string, unknown>>, known?: { readonly type: unknown }): Promise<FunctionCallResult> {
     let created: FunctionBridge | undefined;
     const sandbox = this.pool.get(`${fn.id}@${fn.version}`, () => {
       created = new FunctionBridge();
@@ -107,7 +111,7 @@ export class FunctionRunner {
     });
     if (created !== undefined) this.bridges.set(sandbox, created);
     const bridge = this.bridges.get(sandbox)!;
-    const result = await this.callNow(sandbox, bridge, eventJson, settings);
+    const result = await this.callNow(sandbox, bridge, eventJson, settings, known);
     const secrets = secretValues(settings);
     if (secrets.length === 0) return result;
     return {
@@ -120,14 +124,22 @@ export class FunctionRunner {
     };
   }
 
-  private async callNow(sandbox: Sandbox, bridge: FunctionBridge, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+  private async callNow(
+    sandbox: Sandbox,
+    bridge: FunctionBridge,
+    eventJson: string,
+    settings: Readonly<Record<string, unknown>>,
+    known: { readonly type: unknown } | undefined,
+  ): Promise<FunctionCallResult> {
     const started = performance.now();
     const took = (): number => Math.round((performance.now() - started) * 100) / 100;
-    let type: unknown;
-    try {
-      type = (JSON.parse(eventJson) as { type?: unknown } | null)?.type;
-    } catch {
-      return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
+    let type: unknown = known?.type;
+    if (known === undefined) {
+      try {
+        type = (JSON.parse(eventJson) as { type?: unknown } | null)?.type;
+      } catch {
+        return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
+      }
     }
     let names: string[];
     try {
