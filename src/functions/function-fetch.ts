@@ -242,7 +242,12 @@ export class FetchSession {
       this.settle(String(id), JSON.stringify({ error }));
     };
     if (this.records.length >= limits.maxRequestsPerCall) return refuse(`fetch: at most ${limits.maxRequestsPerCall} requests per call`);
-    const checked = checkRequest(requestJson, limits);
+    let checked: CheckedRequest | string;
+    try {
+      checked = checkRequest(requestJson, limits);
+    } catch {
+      checked = 'fetch: the request could not be read';
+    }
     if (typeof checked === 'string') return refuse(checked);
     if (checked.headers['user-agent'] === undefined) checked.headers['user-agent'] = limits.userAgent;
     const record: { method: string; url: string; status?: number; error?: string; durationMs: number } = { method: checked.method, url: checked.url.href, durationMs: 0 };

@@ -57,6 +57,7 @@ class FunctionBridge {
     notices: [
       (callId: unknown, fetchId: unknown, requestJson: unknown) => {
         if (typeof callId !== 'number' || !Number.isSafeInteger(fetchId) || (fetchId as number) <= 0) return;
+        // A notice's exceptions are dropped by isolated-vm, which would leave the fetch unanswered: start answers every failure itself.
         this.sessions.get(callId)?.start(fetchId as number, requestJson);
       },
     ],

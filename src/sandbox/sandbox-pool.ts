@@ -8,6 +8,9 @@ import type { SandboxLimits } from './sandbox-limits.js';
  * (by default as many as fit in `limits.totalMemoryMb` at `limits.memoryMb`
  * each, at least one).
  * A version's code never changes, so a key always names the same code.
+ * (A program whose call timed out may have two isolates for a while: the
+ * retired one, until the calls already in it end within their time limit,
+ * and its replacement.)
  */
 export class SandboxPool {
   private readonly sandboxes = new Map<string, Sandbox>();

@@ -211,7 +211,8 @@ export class Sandbox {
   async heapBytes(waitMs = HEAP_READ_WAIT_MS): Promise<number> {
     const reads = [...this.live].map(async (loaded) => {
       if (loaded.isolate.isDisposed) return 0;
-      const read = loaded.isolate.getHeapStatistics().then(
+      // Through then: a read of an isolate disposed meanwhile may throw at once.
+      const read = Promise.resolve().then(() => loaded.isolate.getHeapStatistics()).then(
         (stats) => (loaded.heapBytes = stats.used_heap_size + stats.externally_allocated_size),
         () => 0,
       );
