@@ -59,8 +59,11 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
       result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, event.body, fn.settings, { type: event.type });
     }
   } finally {
-    // The call's time paces the function's queue as a receiver's answer time paces its own.
-    ctx.slots.release(key, ctx.now() - callAt);
+    // No answer time to pace the queue by, unlike a receiver's: a call's
+    // time includes waiting for the isolate's one thread, which its own
+    // calls beside it fill (pacing by it deferred much of a busy function's
+    // backlog, claimed again and again). Waiters give up after the slot wait.
+    ctx.slots.release(key, undefined);
   }
   ctx.breaker.record(key, result.outcome === 'retry' ? 'failure' : 'success', admitted.probe, ctx.now());
   ctx.onCall(result);
