@@ -11,10 +11,12 @@
  * does), with jobs for one destination only. Phases: Webhooks, function,
  * Webhooks (the Webhooks rate is their mean), each from Switchyard's start.
  */
+import { loadConfig } from '../src/config.js';
 import type { DeliveryTarget } from '../src/domain/routing.js';
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { preciseNow } from './lib/delivery-protocol.js';
 import { admin, createRig, type DrainFigures, maybeWaitQuiet, measureDrain, type Rig, round } from './lib/delivery-rig.js';
+import { sandboxHeapBytes } from './live.js';
 
 /** The issue's backlog; BENCH_FUNCTION_JOBS (at least 2,000) makes a quicker check. */
 const JOBS = Math.max(2_000, Number(process.env['BENCH_FUNCTION_JOBS'] ?? 20_000) || 20_000);
@@ -37,6 +39,8 @@ interface Drain extends DrainFigures {
   readonly destination: string;
   readonly deliveredTotal: number;
   readonly peakRssMb: number | undefined;
+  /** The function's isolate heap in use at the end of the drain (`switchyard_sandbox_heap_bytes`); function drains only. */
+  readonly isolateHeapBytes?: number | undefined;
 }
 
 async function drain(context: BenchContext, rig: Rig, destination: DeliveryTarget, phase: string): Promise<Drain> {
@@ -55,8 +59,9 @@ async function drain(context: BenchContext, rig: Rig, destination: DeliveryTarge
     const figures = await measureDrain(rig.receiver, server, { total: JOBS, startCount, endCount, warmupSec: Infinity, windowSec: Infinity, timeoutSec }, launchedAt);
     await rig.receiver.waitFor((point) => point.count >= JOBS, figures.windowEnd === 'timeout' ? 0 : 15_000, () => server.failure());
     const stats = await rig.receiver.stats();
+    const heap = destination === 'webhooks' ? undefined : await sandboxHeapBytes(server, 'function');
     context.log(`${name}: ${phase}: ${figures.deliveriesPerSec} deliveries/s, ${figures.cpuMicrosPerDelivery ?? '?'} µs of CPU each`);
-    return { destination, ...figures, deliveredTotal: stats.count, peakRssMb: server.peakRssMb() };
+    return { destination, ...figures, deliveredTotal: stats.count, peakRssMb: server.peakRssMb(), ...(heap !== undefined && { isolateHeapBytes: heap }) };
   } finally {
     await server.stop();
   }
@@ -105,8 +110,11 @@ async function runFunctionThroughput(context: BenchContext): Promise<BenchReport
       target: TARGET,
       pass: ratio >= TARGET && fn.deliveredTotal >= JOBS,
       jobs: JOBS,
+      // Calls in flight at once in the function's isolate (the server reads the same environment).
+      functionConcurrency: loadConfig({}, process.env).functionConcurrency,
       // The server's CPU, all threads, per delivery in the window (µs).
       cpuMicrosPerDelivery: { function: fn.cpuMicrosPerDelivery, webhooks: cpuOf(webhooks) },
+      isolateHeapBytes: fn.isolateHeapBytes,
       function: fn,
       webhooks: { deliveriesPerSec: Math.round(webhookRate), rounds: webhooks },
       roundRatios: webhooks.map((side) => (side.deliveriesPerSec > 0 ? round(fn.deliveriesPerSec / side.deliveriesPerSec, 3) : 0)),
