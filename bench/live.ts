@@ -54,6 +54,8 @@ export interface SideResult {
   readonly processingAtEnd?: { readonly unprocessed: number; readonly lagSec: number } | undefined;
   /** Longest event-loop delay of the ingest thread during the load (Switchyard only). */
   readonly ingestLoopMaxBlockMs?: number | undefined;
+  /** With a transformation: its isolates' heap in use at the end, from `/metrics` (`switchyard_sandbox_heap_bytes`). */
+  readonly sandboxHeapBytes?: number | undefined;
 }
 
 async function startScript(label: string, script: string, cpus: string | undefined, env: Record<string, string>): Promise<Target> {
@@ -93,7 +95,15 @@ async function waitDelivered(receiver: Target, expected: number): Promise<boolea
   return false;
 }
 
-async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>): Promise<T> {
+/** The sum of `switchyard_sandbox_heap_bytes` of `kind` in the server's `/metrics`; undefined when it has none. */
+export async function sandboxHeapBytes(target: Target, kind: 'transformation' | 'function'): Promise<number | undefined> {
+  const text = await (await fetch(`${target.url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  let total: number | undefined;
+  for (const match of text.matchAll(new RegExp(`^switchyard_sandbox_heap_bytes\\{[^}]*kind="${kind}"[^}]*\\}\\s+([\\d.e+-]+)$`, 'gm'))) total = (total ?? 0) + Number(match[1]);
+  return total;
+}
+
+export async function withEnv<T>(env: Record<string, string>, start: () => Promise<T>): Promise<T> {
   const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]));
   Object.assign(process.env, env);
   try {
@@ -185,13 +195,14 @@ export async function measure(context: BenchContext, label: string, workers: str
     const allDelivered = await waitDelivered(receiver, before + acknowledged);
     const deliveryLagMs = Date.now() - loadEnd;
     const cpu = (server.cpuSeconds() ?? NaN) - cpuBefore;
+    const heap = transformation === undefined ? undefined : await sandboxHeapBytes(server, 'transformation');
     const failure = server.failure();
     if (failure !== undefined) throw new Error(`${label}: ${failure}`);
     context.log(`${label}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, lag ${deliveryLagMs} ms (${load.generator})`);
     if (processingAtEnd !== undefined) context.log(`${label}: ${processingAtEnd.unprocessed} acknowledged messages unprocessed at the end of the load, the oldest ${processingAtEnd.lagSec.toFixed(1)} s old`);
     return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged),
       mainThreadCpuMicrosPerMessage: (mainThreadCpu * 1e6) / Math.max(1, acknowledged),
-      ingestLoopMaxBlockMs, processingAtEnd };
+      ingestLoopMaxBlockMs, processingAtEnd, sandboxHeapBytes: heap };
   } finally {
     await server?.stop();
     await receiver.stop();

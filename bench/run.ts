@@ -16,6 +16,7 @@ import { backlogBenches } from './backlog.js';
 import { deliveryBenches } from './delivery.js';
 import { deliveryFeatureBenches } from './delivery-features.js';
 import { engageBenches } from './engage.js';
+import { functionBenches } from './function.js';
 import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
 import { planBenches } from './plan.js';
@@ -39,6 +40,7 @@ const BENCHES: readonly BenchDefinition[] = [
   ...transformBenches,
   ...deliveryBenches,
   ...deliveryFeatureBenches,
+  ...functionBenches,
   ...engageBenches,
   ...backlogBenches,
   ...scalingBenches,

@@ -19,6 +19,8 @@ export interface Config {
   readonly adminToken: string | undefined;
   readonly allowPrivateReceivers: boolean;
   readonly deliveryTimeoutMs: number;
+  /** Calls of one function destination in flight at once on this node (they share its isolate). */
+  readonly functionConcurrency: number;
   readonly retryWindowMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxDelayMs: number;
@@ -49,6 +51,9 @@ export interface Config {
   readonly tracing: TracingSettings;
 }
 
+/** As many as the Webhooks destination sends at once to one receiver. */
+export const DEFAULT_FUNCTION_CONCURRENCY = 64;
+
 /** pino's levels. */
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -71,6 +76,7 @@ export const SETTINGS = {
   adminToken: { flag: 'admin-token', env: 'SWITCHYARD_ADMIN_TOKEN', help: 'admin API bearer token, at least 16 characters (default: generated once)' },
   allowPrivateReceivers: { flag: 'allow-private-receivers', env: 'SWITCHYARD_ALLOW_PRIVATE_RECEIVERS', help: 'allow receivers on loopback and private addresses (default false)' },
   deliveryTimeoutMs: { flag: 'delivery-timeout-ms', env: 'SWITCHYARD_DELIVERY_TIMEOUT_MS', help: 'receiver answer timeout (default 5000)' },
+  functionConcurrency: { flag: 'function-concurrency', env: 'SWITCHYARD_FUNCTION_CONCURRENCY', help: 'calls of one function destination in flight at once (default 64)' },
   retryWindowMs: { flag: 'retry-window-ms', env: 'SWITCHYARD_RETRY_WINDOW_MS', help: 'how long failed deliveries are retried (default 14400000)' },
   retryBaseMs: { flag: 'retry-base-ms', env: 'SWITCHYARD_RETRY_BASE_MS', help: 'first retry delay (default 1000)' },
   retryMaxDelayMs: { flag: 'retry-max-delay-ms', env: 'SWITCHYARD_RETRY_MAX_DELAY_MS', help: 'longest retry delay (default 600000)' },
@@ -194,6 +200,7 @@ export function loadConfig(
     adminToken,
     allowPrivateReceivers: boolean(SETTINGS.allowPrivateReceivers, false),
     deliveryTimeoutMs: integer(SETTINGS.deliveryTimeoutMs, 5_000, 1, 600_000),
+    functionConcurrency: integer(SETTINGS.functionConcurrency, DEFAULT_FUNCTION_CONCURRENCY, 1, 256),
     retryWindowMs: integer(SETTINGS.retryWindowMs, 4 * 3_600_000, 0, 30 * DAY_MS),
     retryBaseMs: integer(SETTINGS.retryBaseMs, 1_000, 1, DAY_MS),
     retryMaxDelayMs: integer(SETTINGS.retryMaxDelayMs, 600_000, 1, DAY_MS),

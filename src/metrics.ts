@@ -2,6 +2,13 @@ import { AggregatorRegistry, Counter, Gauge, Histogram, type MetricObjectWithVal
 
 type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
+/** The heap of one transformation's or function destination's isolates. */
+export interface SandboxHeap {
+  readonly kind: 'transformation' | 'function';
+  readonly id: string;
+  readonly bytes: number;
+}
+
 /** The Prometheus metrics of one process, served at GET /metrics. */
 export class Metrics {
   readonly registry = new Registry();
@@ -70,6 +77,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Read at scrape time; see {@link watchSandboxHeaps}. */
+  private readonly sandboxHeapReaders = new Set<() => Promise<readonly SandboxHeap[]>>();
+
+  readonly sandboxHeap: Gauge<'kind' | 'id'> = new Gauge({
+    name: 'switchyard_sandbox_heap_bytes',
+    help: 'Heap in use of the isolates of each transformation (kind "transformation") and function destination (kind "function") on this node, all its live versions together',
+    labelNames: ['kind', 'id'] as const,
+    registers: [this.registry],
+    collect: async () => {
+      const heaps = (await Promise.all([...this.sandboxHeapReaders].map((read) => read()))).flat();
+      this.sandboxHeap.reset();
+      for (const heap of heaps) this.sandboxHeap.inc({ kind: heap.kind, id: heap.id }, heap.bytes);
+    },
+  });
+
   readonly connectionsCut = new Counter({
     name: 'switchyard_http_connections_cut_total',
     help: 'Connections the server cut: pipeline_too_deep (more requests waiting than allowed), stalled (answers not read)',
@@ -133,6 +155,12 @@ export class Metrics {
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */
   watchCommitBacklog(read: () => number): void {
     this.readCommitBacklog = read;
+  }
+
+  /** Adds a source of `switchyard_sandbox_heap_bytes`, read at scrape time; returns how to remove it. */
+  watchSandboxHeaps(read: () => Promise<readonly SandboxHeap[]>): () => void {
+    this.sandboxHeapReaders.add(read);
+    return () => this.sandboxHeapReaders.delete(read);
   }
 
   /** The processing backlog as ingest last read it (see `ingest/processing-backlog.ts`). */

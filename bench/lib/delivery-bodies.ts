@@ -12,6 +12,7 @@
 import { entriesForCall } from '../../src/ingest/build-entries.js';
 import { webhookBody } from '../../src/domain/webhook-payload.js';
 import type { JsonObject } from '../../src/domain/message.js';
+import type { DeliveryTarget } from '../../src/domain/routing.js';
 import type { IngestEntry, SourceRecord } from '../../src/store/store.js';
 import { bodyFactory } from './payloads.js';
 
@@ -66,8 +67,11 @@ function storedTemplate(source: SourceRecord, spec: MessageSpec): string {
   return entry.body;
 }
 
-/** Makes the accepted ingest entries `from` … `from + count - 1`, each with one webhooks delivery job. */
-export function entryMaker(source: SourceRecord, spec: MessageSpec): (from: number, count: number) => IngestEntry[] {
+/**
+ * Makes the accepted ingest entries `from` … `from + count - 1`, each with
+ * one delivery job per destination (`webhooks`, or `function:<id>`).
+ */
+export function entryMaker(source: SourceRecord, spec: MessageSpec, destinations: readonly DeliveryTarget[] = ['webhooks']): (from: number, count: number) => IngestEntry[] {
   const body = stitcher(storedTemplate(source, spec));
   return (from, count) => {
     const entries: IngestEntry[] = new Array<IngestEntry>(count);
@@ -81,7 +85,7 @@ export function entryMaker(source: SourceRecord, spec: MessageSpec): (from: numb
         userId: `user-${index % 5000}`,
         receivedAt: spec.receivedAt,
         body: body(index, spec.idPrefix),
-        destinations: ['webhooks'],
+        destinations: [...destinations],
       };
     }
     return entries;

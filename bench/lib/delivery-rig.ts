@@ -14,6 +14,7 @@ import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
 import { EngageRunner } from '../../src/engage/engage-runner.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { DeliveryTarget } from '../../src/domain/routing.js';
 import type { SourceRecord, Store } from '../../src/store/store.js';
 import { newMessageId } from '../../src/util/ids.js';
 import type { BenchContext } from './bench-types.js';
@@ -53,8 +54,11 @@ export interface Rig {
   prefill(
     count: number,
     onProgress?: (done: number) => void,
-    /** `orderedKeys`: the deliveries are ordered (`ordering: "user"`), message i keyed `user-${i % orderedKeys}`. */
-    options?: { readonly deliveries?: boolean; readonly orderedKeys?: number },
+    /**
+     * `orderedKeys`: the deliveries are ordered (`ordering: "user"`), message i keyed `user-${i % orderedKeys}`;
+     * `destination`: whose job each message gets (`webhooks`, the default, or `function:<id>`).
+     */
+    options?: { readonly deliveries?: boolean; readonly orderedKeys?: number; readonly destination?: DeliveryTarget },
   ): Promise<PrefillFigures>;
   /**
    * How many stored messages Engage has yet to read (seqs past its cursor),
@@ -165,14 +169,14 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
       idPrefix,
       receivedAt,
       launch,
-      async prefill(count, onProgress, { deliveries = true, orderedKeys } = {}) {
+      async prefill(count, onProgress, { deliveries = true, orderedKeys, destination = 'webhooks' } = {}) {
         const store = openStore();
         const started = performance.now();
         try {
           await store.migrate();
           const stored = await store.getSource(source.id);
           if (stored === undefined) throw new Error(`source ${source.id} is not in the store`);
-          const makeEntries = entryMaker(stored, { idPrefix, receivedAt });
+          const makeEntries = entryMaker(stored, { idPrefix, receivedAt }, [destination]);
           for (let done = 0; done < count; ) {
             const size = Math.min(PREFILL_CHUNK, count - done);
             const first = prefilled + done;

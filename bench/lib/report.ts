@@ -55,6 +55,15 @@ function informational(bench: Json): boolean {
   return bench['informational'] === true;
 }
 
+/**
+ * An informational bench whose `ratio` is a measured value with no baseline
+ * (`ratioKind: "value"`, e.g. transform.first-call's milliseconds): shown in
+ * its own section only, not among the floors nor in the ratio chart.
+ */
+function valueOnly(bench: Json): boolean {
+  return informational(bench) && bench['ratioKind'] === 'value';
+}
+
 /** Each judged bench's lowest floor: the least ratio of the informational benches that name it in `floorOf`. */
 function floors(output: Json): Map<string, number> {
   const out = new Map<string, number>();
@@ -104,7 +113,7 @@ function leaves(value: Json, prefix = '', depth = 0): Array<[string, unknown]> {
   return out;
 }
 
-const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'target', 'pass', 'informational', 'floorOf', 'floorKind', 'notes', 'phases', 'error']);
+const HEADER_FIELDS = new Set(['description', 'metric', 'ratio', 'ratioKind', 'target', 'pass', 'informational', 'floorOf', 'floorKind', 'notes', 'phases', 'error']);
 
 function benchSection(name: string, bench: Json): string[] {
   const lines = [`### ${name}`, ''];
@@ -113,7 +122,7 @@ function benchSection(name: string, bench: Json): string[] {
   const verdict = informational(bench)
     ? `informational, no target${Array.isArray(bench['floorOf']) ? `; the ${bench['floorKind'] === 'store' ? 'store floor' : 'Fastify floor'} of ${fmt(bench['floorOf'])}` : ''}`
     : `target ${fmt(bench['target'])}, ${bench['pass'] === true ? 'PASS' : 'FAIL'}`;
-  lines.push(`**Ratio ${fmt(bench['ratio'])}** (${verdict}); metric: ${fmt(bench['metric'])}.`, '');
+  lines.push(`**${valueOnly(bench) ? 'Measured' : 'Ratio'} ${fmt(bench['ratio'])}** (${verdict}); metric: ${fmt(bench['metric'])}.`, '');
   const pair = sides(bench);
   if (pair !== undefined) {
     const a = new Map(leaves(pair.a));
@@ -153,7 +162,7 @@ function benchSection(name: string, bench: Json): string[] {
 
 /** The informational benches beside the ratios they bound; `Bench ÷ floor` is how much of the floor's reach the bench uses. */
 function floorTable(output: Json): string[] {
-  const rows = benches(output).filter(([, bench]) => informational(bench) && typeof bench['error'] !== 'string');
+  const rows = benches(output).filter(([, bench]) => informational(bench) && !valueOnly(bench) && typeof bench['error'] !== 'string');
   if (rows.length === 0) return [];
   const lines = [
     '',
@@ -295,7 +304,7 @@ function latencyRows(output: Json): LatencyRow[] {
 }
 
 function ratioPanel(output: Json, top: number): { svg: string[]; height: number } {
-  const rows = benches(output).filter(([, bench]) => num(bench['ratio']) !== undefined && (num(bench['target']) !== undefined || informational(bench)));
+  const rows = benches(output).filter(([, bench]) => num(bench['ratio']) !== undefined && !valueOnly(bench) && (num(bench['target']) !== undefined || informational(bench)));
   const floorOf = floors(output);
   const rowHeight = 30;
   const height = 50 + rows.length * rowHeight + 30;

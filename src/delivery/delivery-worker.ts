@@ -40,6 +40,8 @@ export interface WorkerFunctions {
   readonly filters: (sourceId: string) => readonly DestinationFilter[];
   readonly code: (functionId: string, version: number) => Promise<string | undefined>;
   readonly limits: SandboxLimits;
+  /** Calls of one function destination in flight at once (they share its isolate); 1 when absent. */
+  readonly concurrency?: number;
 }
 
 /** How hard the worker works; defaults in {@link defaultWorkerLimits}. */
@@ -153,6 +155,7 @@ export class DeliveryWorker {
   private readonly sender: WebhookSender;
   private readonly functionRunner: FunctionRunner | undefined;
   private readonly functionFetcher: FunctionFetcher | undefined;
+  private readonly unwatchHeaps: (() => void) | undefined;
   private readonly batcher: OutcomeBatcher;
   private readonly round: RoundContext;
   private readonly stopController = new AbortController();
@@ -201,9 +204,19 @@ export class DeliveryWorker {
     const breaker = new CircuitBreaker(this.limits.breaker);
     const rates = new ReceiverRates(RATE_WAIT_MS);
     const fns = options.functions;
+    const functionConcurrency = Math.max(1, fns?.concurrency ?? 1);
     if (fns !== undefined) {
-      this.functionFetcher = new FunctionFetcher({ timeoutMs: settings.deliveryTimeoutMs, allowPrivateReceivers: settings.allowPrivateReceivers, userAgent: settings.userAgent, ...DEFAULT_FETCH_BOUNDS });
-      this.functionRunner = new FunctionRunner(fns.limits, this.functionFetcher);
+      this.functionFetcher = new FunctionFetcher({
+        timeoutMs: settings.deliveryTimeoutMs,
+        allowPrivateReceivers: settings.allowPrivateReceivers,
+        userAgent: settings.userAgent,
+        // A function's calls in flight may all fetch from one API at once.
+        connectionsPerOrigin: Math.max(16, functionConcurrency),
+        ...DEFAULT_FETCH_BOUNDS,
+      });
+      const runner = new FunctionRunner(fns.limits, this.functionFetcher, undefined, functionConcurrency);
+      this.functionRunner = runner;
+      this.unwatchHeaps = options.metrics?.watchSandboxHeaps(async () => (await runner.pool.heapById()).map((heap) => ({ kind: 'function', ...heap })));
     }
     this.round = {
       owner: this.owner,
@@ -230,10 +243,11 @@ export class DeliveryWorker {
               code: fns.code,
               runner: this.functionRunner,
               breaker,
-              // A function's isolate runs one call at a time: one slot each,
-              // so its backlog waits in the store, not in memory, and never
-              // holds the worker's slots from other destinations.
-              slots: new OriginSlots({ ...slotOptions, perOrigin: 1 }),
+              // A function's isolate runs `functionConcurrency` calls at once:
+              // as many slots, so its backlog waits in the store, not in
+              // memory, and never holds the worker's slots from other
+              // destinations.
+              slots: new OriginSlots({ ...slotOptions, perOrigin: functionConcurrency }),
               rates,
               now: this.now,
               random: options.random ?? Math.random,
@@ -279,6 +293,7 @@ export class DeliveryWorker {
     }
     await this.batcher.flush();
     await this.sender.destroy();
+    this.unwatchHeaps?.();
     this.functionRunner?.dispose();
     await this.functionFetcher?.destroy();
   }

@@ -16,15 +16,15 @@ export interface FunctionRoundContext extends SharedRoundContext {
   /** Reads one version's code (when its isolate is not loaded). */
   readonly code: (functionId: string, version: number) => Promise<string | undefined>;
   readonly runner: FunctionRunner;
-  // breaker: shared with receivers, keyed `function:<id>`; slots: one call in
-  // flight per function destination (its isolate runs one call at a time).
+  // breaker: shared with receivers, keyed `function:<id>`; slots: the calls
+  // one function destination may have in flight (they share its isolate).
   readonly onCall: (result: FunctionCallResult) => void;
 }
 
 /**
  * One round of a delivery to a function destination: runs the handler for
- * the message (through the destination's circuit breaker, its one slot and
- * its `maxRequestsPerSecond`), and turns how the call ended into the
+ * the message (through the destination's circuit breaker, one of its slots
+ * and its `maxRequestsPerSecond`), and turns how the call ended into the
  * outcome to record, with the Webhooks destination's retry policy (the call
  * is one "receiver", `function:<id>`). Resolves, never rejects.
  */
@@ -37,8 +37,8 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
   // A job outlives a change of settings: the destination is read as it is now.
   if (fn === undefined || fn.sourceId !== job.sourceId) return fail('the function destination no longer exists');
   if (!fn.enabled) return fail(`the function destination "${fn.name}" is disabled; retry the delivery after enabling it`);
-  const body = eventBody(job.body, ctx.filters(job.sourceId));
-  if (body === undefined) return fail('the stored message is no longer readable (deleted or pruned)');
+  const event = eventBody(job.body, ctx.filters(job.sourceId));
+  if (event === undefined) return fail('the stored message is no longer readable (deleted or pruned)');
 
   if (fn.maxRequestsPerSecond !== undefined) {
     const rate = ctx.rates.reserve([{ url: key, maxRequestsPerSecond: fn.maxRequestsPerSecond, headers: {} }], startedAt);
@@ -56,9 +56,13 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
     if (code === undefined) {
       result = { outcome: 'failed', error: `version ${fn.version} of the function's code is gone`, fetches: [], logs: [], durationMs: 0 };
     } else {
-      result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, body, fn.settings);
+      result = await ctx.runner.run({ id: fn.id, version: fn.version, code }, event.body, fn.settings, { type: event.type });
     }
   } finally {
+    // No answer time to pace the queue by, unlike a receiver's: a call's
+    // time includes waiting for the isolate's one thread, which its own
+    // calls beside it fill (pacing by it deferred much of a busy function's
+    // backlog, claimed again and again). Waiters give up after the slot wait.
     ctx.slots.release(key, undefined);
   }
   ctx.breaker.record(key, result.outcome === 'retry' ? 'failure' : 'success', admitted.probe, ctx.now());
@@ -68,7 +72,7 @@ export async function runFunctionRound(job: ClaimedDelivery, functionId: string,
   return decide(job, startedAt, [sent], [], { at: callAt, fn, result, summary }, ctx);
 }
 
-/** Through the breaker and the one slot: `{probe}` when the call may go, or why it is held. */
+/** Through the breaker and a slot: `{probe}` when the call may go, or why it is held. */
 async function admit(key: string, ctx: FunctionRoundContext): Promise<{ probe: boolean } | HeldReceiver> {
   const admittedAt = ctx.now();
   const admission = ctx.breaker.admit(key, admittedAt);
@@ -125,8 +129,8 @@ function decide(
   }
 }
 
-/** The message as the handler gets it: as stored, less the paths of matching `dropFields` filters. */
-function eventBody(stored: string, filters: readonly DestinationFilter[]): string | undefined {
+/** The message as the handler gets it (as stored, less the paths of matching `dropFields` filters), and its `type`. */
+function eventBody(stored: string, filters: readonly DestinationFilter[]): { readonly body: string; readonly type: unknown } | undefined {
   let message: unknown;
   try {
     message = JSON.parse(stored);
@@ -134,10 +138,11 @@ function eventBody(stored: string, filters: readonly DestinationFilter[]): strin
     return undefined;
   }
   if (!isJsonObject(message)) return undefined;
-  if (filters.length === 0 || !dropsFields(filters) || isExemptFromFilters(message)) return stored;
+  const type = message['type'];
+  if (filters.length === 0 || !dropsFields(filters) || isExemptFromFilters(message)) return { body: stored, type };
   const paths = fieldsToDrop(filters, message);
-  if (paths.length === 0) return stored;
+  if (paths.length === 0) return { body: stored, type };
   removePaths(message, paths);
-  return JSON.stringify(message);
+  return { body: JSON.stringify(message), type: message['type'] };
 }
 

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { Agent, buildConnector } from 'undici';
+import { Agent, type Dispatcher, buildConnector } from 'undici';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from '../delivery/address-guard.js';
 import type { FetchRecord } from '../store/store.js';
 
@@ -21,6 +21,8 @@ export interface FetchLimits {
   readonly maxRequestsPerCall: number;
   readonly maxRequestBodyBytes: number;
   readonly maxResponseBodyBytes: number;
+  /** Connections kept per origin (16 when absent). */
+  readonly connectionsPerOrigin?: number;
 }
 
 export const DEFAULT_FETCH_BOUNDS = {
@@ -51,12 +53,21 @@ interface CheckedRequest {
 
 /** What the isolate gets back: the answer, or a failure whose text becomes the TypeError's message. */
 type FetchAnswer =
-  | { readonly status: number; readonly statusText: string; readonly headers: Array<[string, string]>; readonly body: string; readonly url: string }
-  | { readonly error: string; readonly retriable: boolean };
+  | { readonly status: number; readonly statusText: string; readonly headers: Array<[string, string]>; readonly body: string }
+  | FetchFailure;
+type FetchFailure = { readonly error: string; readonly retriable: boolean };
 
-/** One undici agent for every function of a worker (one keep-alive pool per origin). */
+/**
+ * One undici agent for every function of a worker (one keep-alive pool per
+ * origin). Requests go through undici's dispatch API, as the Webhooks
+ * destination's do (see webhook-sender.ts): no stream, AbortController or
+ * timer per request; one timer serves every deadline.
+ */
 export class FunctionFetcher {
   private readonly agent: Agent;
+  /** In flight, oldest first: every request has the same timeout, so deadlines come in this order too. */
+  private readonly inFlight = new Set<FetchHandler>();
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(readonly limits: FetchLimits) {
     const connect = buildConnector({
@@ -64,54 +75,136 @@ export class FunctionFetcher {
       rejectUnauthorized: true,
       ...(limits.allowPrivateReceivers ? {} : { lookup: guardedLookup }),
     });
-    this.agent = new Agent({ connections: 16, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs, connect });
+    this.agent = new Agent({ connections: limits.connectionsPerOrigin ?? 16, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs, connect });
   }
 
-  /** Sends one checked request; never rejects. */
-  async send(request: CheckedRequest, signal: AbortSignal): Promise<FetchAnswer> {
+  /**
+   * Sends one checked request; `done` gets its answer exactly once (perhaps
+   * before this returns, for a request refused at once). Returns the
+   * request's handle, to end it early.
+   */
+  send(request: CheckedRequest, done: (answer: FetchAnswer) => void): FetchHandler {
+    const handler = new FetchHandler(performance.now() + this.limits.timeoutMs, this.limits, (answer) => {
+      this.inFlight.delete(handler);
+      done(answer);
+    });
     if (!this.limits.allowPrivateReceivers) {
       const refused = refuseLiteral(request.url.hostname);
-      if (refused !== undefined) return { error: refused.message, retriable: false };
+      if (refused !== undefined) {
+        handler.fail({ error: refused.message, retriable: false });
+        return handler;
+      }
     }
-    const timeout = AbortSignal.timeout(this.limits.timeoutMs);
-    const both = AbortSignal.any([signal, timeout]);
+    this.inFlight.add(handler);
+    this.armDeadlineTimer();
     try {
-      const response = await this.agent.request({
-        origin: request.url.origin,
-        path: `${request.url.pathname}${request.url.search}`,
-        method: request.method,
-        headers: request.headers,
-        body: request.body,
-        signal: both,
-      });
-      const chunks: Buffer[] = [];
-      let bytes = 0;
-      for await (const chunk of response.body as AsyncIterable<Buffer>) {
-        bytes += chunk.length;
-        if (bytes > this.limits.maxResponseBodyBytes) {
-          response.body.destroy();
-          return { error: `fetch: the response body is larger than ${this.limits.maxResponseBodyBytes / 1024 / 1024} MB`, retriable: false };
-        }
-        chunks.push(chunk);
-      }
-      const headers: Array<[string, string]> = [];
-      for (const [name, value] of Object.entries(response.headers)) {
-        if (value === undefined) continue;
-        for (const one of Array.isArray(value) ? value : [value]) headers.push([name, one]);
-      }
-      return { status: response.statusCode, statusText: '', headers, body: Buffer.concat(chunks).toString('utf8'), url: request.url.href };
+      this.agent.dispatch({ origin: request.url.origin, path: `${request.url.pathname}${request.url.search}`, method: request.method, headers: request.headers, body: request.body ?? null }, handler);
     } catch (error) {
-      if (timeout.aborted) return { error: `fetch failed: timeout after ${this.limits.timeoutMs} ms`, retriable: true };
-      return describeFailure(error);
+      handler.onResponseError(undefined, error as Error);
     }
+    return handler;
+  }
+
+  /** One timer, due at the oldest request's deadline; it ends every request past its own. */
+  private armDeadlineTimer(): void {
+    if (this.deadlineTimer !== undefined) return;
+    const oldest = this.inFlight.values().next().value;
+    if (oldest === undefined) return;
+    this.deadlineTimer = setTimeout(() => {
+      this.deadlineTimer = undefined;
+      const now = performance.now();
+      for (const handler of this.inFlight) {
+        if (handler.deadline > now) break;
+        handler.end('timeout');
+      }
+      this.armDeadlineTimer();
+    }, Math.max(0, oldest.deadline - performance.now()) + 1);
+    this.deadlineTimer.unref();
   }
 
   async destroy(): Promise<void> {
+    clearTimeout(this.deadlineTimer);
     await this.agent.destroy();
   }
 }
 
-function describeFailure(error: unknown): FetchAnswer {
+/** Follows one request through undici and answers once: the response (its body bounded) or why it failed. */
+class FetchHandler implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined;
+  private status: number | undefined;
+  private statusText = '';
+  private headers: Array<[string, string]> = [];
+  private readonly chunks: Buffer[] = [];
+  private bytes = 0;
+  private done = false;
+
+  get ended(): boolean {
+    return this.done;
+  }
+
+  constructor(
+    readonly deadline: number,
+    private readonly limits: FetchLimits,
+    private readonly answer: (answer: FetchAnswer) => void,
+  ) {}
+
+  /** Ends the request if it has not ended: at its deadline (a retriable failure), or because its call ended (answered to nobody). */
+  end(reason: 'timeout' | 'ended'): void {
+    if (this.done) return;
+    this.fail(reason === 'timeout' ? { error: `fetch failed: timeout after ${this.limits.timeoutMs} ms`, retriable: true } : { error: 'fetch aborted: the call had ended', retriable: false });
+    this.controller?.abort(new Error(`fetch ${reason}`));
+  }
+
+  fail(answer: FetchFailure): void {
+    if (this.done) return;
+    this.done = true;
+    this.answer(answer);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.done) controller.abort(new Error('fetch ended'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    if (statusCode < 200) return; // 1xx: the final answer is still to come
+    this.status = statusCode;
+    this.statusText = statusMessage ?? '';
+    const pairs: Array<[string, string]> = [];
+    for (const [name, value] of Object.entries(headers)) {
+      if (value === undefined) continue;
+      for (const one of Array.isArray(value) ? value : [value]) pairs.push([name, one]);
+    }
+    this.headers = pairs;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.done) return;
+    this.bytes += chunk.length;
+    if (this.bytes > this.limits.maxResponseBodyBytes) {
+      this.fail({ error: `fetch: the response body is larger than ${this.limits.maxResponseBodyBytes / 1024 / 1024} MB`, retriable: false });
+      controller.abort(new Error('response body too large'));
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.done) return;
+    if (this.status === undefined) {
+      this.fail({ error: 'fetch failed: the connection ended without an answer', retriable: true });
+      return;
+    }
+    this.done = true;
+    this.answer({ status: this.status, statusText: this.statusText, headers: this.headers, body: Buffer.concat(this.chunks).toString('utf8') });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.fail(describeFailure(error));
+  }
+}
+
+function describeFailure(error: unknown): FetchFailure {
   const chain: unknown[] = [];
   for (let current = error; current !== undefined && current !== null && chain.length < 8; current = (current as { cause?: unknown }).cause) chain.push(current);
   const refusal = chain.find((e): e is PrivateAddressError => e instanceof PrivateAddressError);
@@ -124,16 +217,15 @@ function describeFailure(error: unknown): FetchAnswer {
 
 /**
  * The fetches of one handler call: counts them against the limit, records
- * each (method, URL, status or error, duration), and is closed when the
- * call ends, which aborts what is still in flight (its answer is never
- * delivered: the call is over).
+ * each (method, URL, status or error, duration), answers each through the
+ * call's `settle`, and is closed when the call ends, which ends what is
+ * still in flight (its answer is never delivered: the call is over).
  */
 export class FetchSession {
   readonly records: FetchRecord[] = [];
   /** Texts of the retriable failures handed to the function (a throw of one of them is a network error: retried). */
   readonly retriableErrors = new Set<string>();
-  private readonly controller = new AbortController();
-  private nextId = 1;
+  private readonly inFlight = new Set<FetchHandler>();
   private closed = false;
 
   constructor(
@@ -141,40 +233,46 @@ export class FetchSession {
     private readonly settle: (id: string, answerJson: string) => void,
   ) {}
 
-  /** The `startFetch` callback's work: `{"id":n}` once started, or `{"error":…}` for a request refused at once. */
-  start(requestJson: unknown): string {
-    if (this.closed) return JSON.stringify({ error: 'fetch is only available while a handler runs' });
+  /** The `startFetch` notice's work: fetch `id` of the call, started or refused at once, and answered either way. */
+  start(id: number, requestJson: unknown): void {
+    if (this.closed) return;
     const limits = this.fetcher.limits;
-    if (this.records.length >= limits.maxRequestsPerCall) {
-      const error = `fetch: at most ${limits.maxRequestsPerCall} requests per call`;
+    const refuse = (error: string): void => {
       this.records.push({ method: '', url: '', error, durationMs: 0 });
-      return JSON.stringify({ error });
+      this.settle(String(id), JSON.stringify({ error }));
+    };
+    if (this.records.length >= limits.maxRequestsPerCall) return refuse(`fetch: at most ${limits.maxRequestsPerCall} requests per call`);
+    let checked: CheckedRequest | string;
+    try {
+      checked = checkRequest(requestJson, limits);
+    } catch {
+      checked = 'fetch: the request could not be read';
     }
-    const checked = checkRequest(requestJson, limits);
-    if (typeof checked === 'string') {
-      this.records.push({ method: '', url: '', error: checked, durationMs: 0 });
-      return JSON.stringify({ error: checked });
-    }
+    if (typeof checked === 'string') return refuse(checked);
     if (checked.headers['user-agent'] === undefined) checked.headers['user-agent'] = limits.userAgent;
     const record: { method: string; url: string; status?: number; error?: string; durationMs: number } = { method: checked.method, url: checked.url.href, durationMs: 0 };
     this.records.push(record);
-    const id = this.nextId++;
     const started = performance.now();
-    void this.fetcher.send(checked, this.controller.signal).then((answer) => {
+    // Answered before send returns when refused at once (a private address).
+    let handler: FetchHandler | undefined = undefined;
+    handler = this.fetcher.send(checked, (answer) => {
+      if (handler !== undefined) this.inFlight.delete(handler);
       record.durationMs = Math.round(performance.now() - started);
       if ('error' in answer) {
         record.error = answer.error;
         if (answer.retriable) this.retriableErrors.add(answer.error);
       } else record.status = answer.status;
       if (this.closed) return;
-      this.settle(String(id), JSON.stringify('error' in answer ? { error: answer.error } : answer));
+      this.settle(String(id), JSON.stringify('error' in answer ? { error: answer.error } : { ...answer, url: record.url }));
     });
-    return JSON.stringify({ id });
+    if (!handler.ended) this.inFlight.add(handler);
   }
 
+  /** The call has ended: what it left in flight is ended too, recorded as such and answered to nobody. */
   close(): void {
     this.closed = true;
-    this.controller.abort();
+    for (const handler of this.inFlight) handler.end('ended');
+    this.inFlight.clear();
   }
 }
 

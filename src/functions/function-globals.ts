@@ -4,23 +4,28 @@
  * `SandboxHost` in src/sandbox/sandbox.ts): Segment's error classes,
  * `fetch`, `Headers`, `Request`, `Response`, `URL`, `URLSearchParams`,
  * `atob`, `btoa`. Everything here is plain JavaScript inside the isolate
- * except the two host callbacks it is called with, which take and return
- * strings only:
+ * except what it is called with: the prelude's `currentCall()` (the id of
+ * the call whose code runs now) and two host functions, which take and
+ * return strings and numbers only:
  *
- * - `startFetch(requestJson)` → `{"id":n}` or `{"error":"…"}`: the host
- *   checks the request and starts it; it answers later through `settle(id,
- *   answerJson)`, the second function this script returns.
  * - `parseUrl(input, base, part, value)` → `{"href":…,…}` or `{"error":…}`:
  *   WHATWG URL parsing, done by the host's own `URL` (V8 has none); with
- *   `part`, sets that component of `input` first.
+ *   `part`, sets that component of `input` first. A callback (the isolate
+ *   waits for it); what it answers for a plain `input` is kept, 256 at most.
+ * - `startFetch(callId, fetchId, requestJson)`, a notice (the isolate does not
+ *   wait): the host checks the request against that call's budget and starts
+ *   it, or refuses it; either way it answers through `settle(fetchId,
+ *   answerJson)`, the second function this script returns, entered with
+ *   that call current. A call that has ended gets no answer.
  *
- * The callbacks live only in this closure: user code never sees them, nor
- * `invoke`/`settle` (the host holds those).
+ * The callbacks and `currentCall` live only in this closure: user code never
+ * sees them, nor `invoke`/`settle` (the host holds those).
  */
-export const FUNCTION_GLOBALS = String.raw`(function (startFetch, parseUrl) {
+export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, startFetch) {
   'use strict';
-  const parse = JSON.parse, stringify = JSON.stringify, toStr = String;
+  const parse = JSON.parse, stringify = JSON.stringify, toStr = String, freeze = Object.freeze;
   const waiting = new Map();
+  let lastFetchId = 0;
 
   const defineError = (name) => {
     const Class = class extends Error {
@@ -143,9 +148,19 @@ export const FUNCTION_GLOBALS = String.raw`(function (startFetch, parseUrl) {
 
   // --- URL (parsed by the host's WHATWG parser) -------------------------------
   const URL_PARTS = ['href', 'protocol', 'username', 'password', 'host', 'hostname', 'port', 'pathname', 'search', 'hash'];
+  // A function fetches the same few URLs over and over: each plain parse is
+  // kept (no prototype: no lookup reaches code the user can change).
+  let parsed = Object.create(null), parsedCount = 0;
   const parseOrThrow = (input, base, part, value) => {
+    const plain = base === undefined && part === undefined;
+    if (plain) { const known = parsed[input]; if (known !== undefined) return known; }
     const answer = parse(parseUrl(input, base, part, value));
     if (answer.error !== undefined) throw new TypeError(answer.error);
+    if (plain) {
+      if (parsedCount >= 256) { parsed = Object.create(null); parsedCount = 0; }
+      parsed[input] = freeze(answer);
+      parsedCount++;
+    }
     return answer;
   };
   class URL {
@@ -299,10 +314,14 @@ export const FUNCTION_GLOBALS = String.raw`(function (startFetch, parseUrl) {
   const fetch = (input, init) => {
     let request;
     try { request = new Request(input, init); } catch (error) { return Promise.reject(error); }
+    const call = currentCall();
+    if (call === 0) return Promise.reject(new TypeError('fetch is only available while a handler runs'));
     const text = textOf(request);
-    const started = parse(startFetch(stringify({ method: request.method, url: request.url, headers: [...request.headers], body: text === undefined ? null : text })));
-    if (started.error !== undefined) return Promise.reject(new TypeError(started.error));
-    return new Promise((resolve, reject) => waiting.set(started.id, { resolve, reject }));
+    const requestJson = stringify({ method: request.method, url: request.url, headers: [...request.headers], body: text === undefined ? null : text });
+    const id = ++lastFetchId;
+    const answer = new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
+    startFetch(call, id, requestJson);
+    return answer;
   };
 
   const settle = (id, answerJson) => {

@@ -43,24 +43,24 @@ export interface FunctionCallResult {
 }
 
 /**
- * The host side of one isolate's bridge: which call's fetch session is
- * live, and how to answer the isolate. Calls through one bridge run one at a
- * time (`queue`), so a fetch always belongs to the call in flight.
+ * The host side of one program's bridge (all its isolates): the fetch
+ * session of each call in flight, by call id. A `startFetch` is taken for
+ * the call the isolate names as current (see isolate-prelude.ts) and
+ * dropped for one that has ended or never was (nobody waits for it).
  */
 class FunctionBridge {
-  session: FetchSession | undefined;
-  settle: ((...args: string[]) => void) | undefined;
-  queue: Promise<unknown> = Promise.resolve();
+  readonly sessions = new Map<number, FetchSession>();
 
   readonly host: SandboxHost = {
     setup: FUNCTION_GLOBALS,
-    callbacks: [
-      (requestJson: unknown) => (this.session === undefined ? JSON.stringify({ error: 'fetch is only available while a handler runs' }) : this.session.start(requestJson)),
-      (input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value),
+    callbacks: [(input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value)],
+    notices: [
+      (callId: unknown, fetchId: unknown, requestJson: unknown) => {
+        if (typeof callId !== 'number' || !Number.isSafeInteger(fetchId) || (fetchId as number) <= 0) return;
+        // A notice's exceptions are dropped by isolated-vm, which would leave the fetch unanswered: start answers every failure itself.
+        this.sessions.get(callId)?.start(fetchId as number, requestJson);
+      },
     ],
-    attach: (settle) => {
-      this.settle = settle;
-    },
   };
 }
 
@@ -76,8 +76,9 @@ export async function checkFunctionCode(code: string, limits: SandboxLimits): Pr
 
 /**
  * Runs function destinations' handlers: one isolate per function version
- * (pooled, as transformations), one message per call, the call's `fetch`
- * bridged to {@link FunctionFetcher}.
+ * (pooled, as transformations), one message per call, up to `concurrency`
+ * calls in flight in it at once (each with its own fetch session, logs and
+ * time limit), the calls' `fetch` bridged to {@link FunctionFetcher}.
  */
 export class FunctionRunner {
   readonly pool: SandboxPool;
@@ -87,8 +88,10 @@ export class FunctionRunner {
     readonly limits: SandboxLimits,
     private readonly fetcher: FunctionFetcher,
     maxIsolates?: number,
+    /** Calls in flight at once per function version (1: one at a time). */
+    concurrency = 1,
   ) {
-    this.pool = new SandboxPool(limits, maxIsolates);
+    this.pool = new SandboxPool(limits, maxIsolates, { concurrency });
   }
 
   /** Whether the isolate of this version is loaded (its code need not be read again). */
@@ -96,8 +99,12 @@ export class FunctionRunner {
     return this.pool.has(`${id}@${version}`);
   }
 
-  /** Calls the handler of the message's type with the message and the settings; never rejects. */
-  async run(fn: FunctionCode, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+  /**
+   * Calls the handler of the message's type with the message and the
+   * settings; never rejects. `known.type`: the message's `type` when the
+   * caller has parsed it already (the text is then not parsed again here).
+   */
+  async run(fn: FunctionCode, eventJson: string, settings: Readonly<Record<string, unknown>>, known?: { readonly type: unknown }): Promise<FunctionCallResult> {
     let created: FunctionBridge | undefined;
     const sandbox = this.pool.get(`${fn.id}@${fn.version}`, () => {
       created = new FunctionBridge();
@@ -105,9 +112,7 @@ export class FunctionRunner {
     });
     if (created !== undefined) this.bridges.set(sandbox, created);
     const bridge = this.bridges.get(sandbox)!;
-    const run = bridge.queue.then(() => this.callNow(sandbox, bridge, eventJson, settings));
-    bridge.queue = run.catch(() => undefined);
-    const result = await run;
+    const result = await this.callNow(sandbox, bridge, eventJson, settings, known);
     const secrets = secretValues(settings);
     if (secrets.length === 0) return result;
     return {
@@ -120,14 +125,22 @@ export class FunctionRunner {
     };
   }
 
-  private async callNow(sandbox: Sandbox, bridge: FunctionBridge, eventJson: string, settings: Readonly<Record<string, unknown>>): Promise<FunctionCallResult> {
+  private async callNow(
+    sandbox: Sandbox,
+    bridge: FunctionBridge,
+    eventJson: string,
+    settings: Readonly<Record<string, unknown>>,
+    known: { readonly type: unknown } | undefined,
+  ): Promise<FunctionCallResult> {
     const started = performance.now();
     const took = (): number => Math.round((performance.now() - started) * 100) / 100;
-    let type: unknown;
-    try {
-      type = (JSON.parse(eventJson) as { type?: unknown } | null)?.type;
-    } catch {
-      return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
+    let type: unknown = known?.type;
+    if (known === undefined) {
+      try {
+        type = (JSON.parse(eventJson) as { type?: unknown } | null)?.type;
+      } catch {
+        return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
+      }
     }
     let names: string[];
     try {
@@ -140,22 +153,30 @@ export class FunctionRunner {
       const what = typeof type === 'string' ? type.slice(0, 40) : 'a message without a type';
       return { outcome: 'failed', errorType: 'EventNotSupported', error: `${what} is not supported${handler === undefined ? '' : ` (the code defines no ${handler})`}`, fetches: [], logs: [], durationMs: took() };
     }
-    const session = new FetchSession(this.fetcher, (id, answer) => bridge.settle?.(id, answer));
-    bridge.session = session;
+    let session: FetchSession | undefined;
+    let callId: number | undefined;
     let result;
     try {
-      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`);
+      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`, {
+        onStart: (call) => {
+          callId = call.id;
+          session = new FetchSession(this.fetcher, call.settle);
+          bridge.sessions.set(call.id, session);
+        },
+      });
     } finally {
-      bridge.session = undefined;
-      session.close();
+      if (callId !== undefined) bridge.sessions.delete(callId);
+      session?.close();
     }
-    const fetches = session.records.map((r) => ({ ...r }));
+    const fetches = session === undefined ? [] : session.records.map((r) => ({ ...r }));
     if (result.ok) return { outcome: 'delivered', fetches, logs: result.logs, durationMs: result.durationMs };
     const base = { error: result.error, errorType: result.errorType, fetches, logs: result.logs, durationMs: result.durationMs };
     if (result.fault === 'timeout') return { ...base, outcome: 'retry', errorType: 'Timeout' };
+    // Other calls shared the isolate that ran out: this one may not be the cause.
+    if (result.fault === 'memory' && result.shared === true) return { ...base, outcome: 'retry' };
     if (result.errorType === 'RetryError') return { ...base, outcome: 'retry' };
     // A fetch's network error or timeout, thrown on out of the handler.
-    if (result.errorType === 'TypeError' && session.retriableErrors.has(result.error)) return { ...base, outcome: 'retry' };
+    if (result.errorType === 'TypeError' && session?.retriableErrors.has(result.error) === true) return { ...base, outcome: 'retry' };
     return { ...base, outcome: 'failed' };
   }
 

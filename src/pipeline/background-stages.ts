@@ -84,6 +84,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
       filters: (sourceId) => directory.webhookFilters(sourceId),
       code: async (functionId, version) => (await store.getFunctionCode(functionId, version))?.code,
       limits: sandboxLimitsFromEnv(),
+      concurrency: config.functionConcurrency,
     },
     settings: deliverySettings(config),
     logger,

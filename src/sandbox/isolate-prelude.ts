@@ -1,37 +1,57 @@
 /**
  * The JavaScript run in each isolate before the user's code: `log` (and
- * `console.log` &c. as aliases) and the dispatcher every call goes through.
- * The script's value is the dispatcher, held only by the host as a
- * Reference (never a global), so user code cannot replace it; it captured
- * `JSON.parse`/`JSON.stringify` before user code ran. Whatever it returns is
- * still untrusted text to the host (user code may tamper with prototypes the
- * dispatcher touches, which changes only that transformation's own output).
+ * `console.log` &c. as aliases) and the three functions the host calls the
+ * isolate through. The script's value is `[dispatch, resume, currentCall]`,
+ * held only by the host as References (never globals), so user code can
+ * neither call nor replace them; they captured `JSON.parse`/`JSON.stringify`
+ * before user code ran. Whatever `dispatch` returns is still untrusted text
+ * to the host (user code may tamper with prototypes the dispatcher touches,
+ * which changes only that program's own output).
  *
- * Protocol: dispatcher(fn, argsJson, metaJson?) → Promise<string>, the
- * string being `{"value":…,"logs":[…]}` or `{"error":"…","errorType"?:"…","logs":[…]}`
- * (`errorType`: the thrown error's `name`, which function destinations'
- * outcomes depend on).
- * `metaJson`, when given, becomes a last argument `metadata(event)`
- * returning a fresh copy of it (RudderStack's shape).
+ * Calls: several may be in flight in one isolate at once (function
+ * destinations' handlers, which mostly wait on the host's `fetch`). Each has
+ * an id (a positive integer the host chose) and its own logs. JavaScript runs
+ * in an isolate only when the host enters it, through `dispatch` (a call
+ * starts) or `resume` (the host answers a call's asynchronous work): each
+ * entry makes its call the current one, and the isolate runs that entry and
+ * the microtasks it queues to the end before the host enters again. So
+ * `log`, and the host callbacks that ask `currentCall()`, are attributed to
+ * the call whose entry is running. Code that hands one call's promise to
+ * another (through a global) runs the other's continuation under the entry
+ * that settled it: within one program only, never across programs.
+ *
+ * Protocol:
+ * - `dispatch(fn, argsJson, metaJson, id)` → Promise<string>, the string
+ *   being `{"value":…,"logs":[…]}` or `{"error":"…","errorType"?:"…","logs":[…]}`
+ *   (`errorType`: the thrown error's `name`, which function destinations'
+ *   outcomes depend on). `metaJson`, unless undefined, becomes a last
+ *   argument `metadata(event)` returning a fresh copy of it (RudderStack's shape).
+ * - `resume(id, fn, a, b)`: makes call `id` current (none when it has ended)
+ *   and calls `fn(a, b)`.
+ * - `currentCall()` → the current call's id, 0 when none (load time, or code
+ *   of a call that has ended).
  */
 export function isolatePrelude(logChars: number, resultChars: number): string {
   return `(() => {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
-  let logs = null, logChars = 0, logFull = false;
+  // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
+  const calls = Object.create(null);
+  let current = null;
   const format = (v) => {
     if (typeof v === 'string') return v;
     try { const s = stringify(v); if (s !== undefined) return s; } catch {}
     try { return toStr(v); } catch { return '[unprintable]'; }
   };
   const log = (...args) => {
-    if (logs === null || logFull) return;
+    const call = current;
+    if (call === null || call.full) return;
     let line = '';
     for (let i = 0; i < args.length; i++) line += (i === 0 ? '' : ' ') + format(args[i]);
-    if (logChars + line.length > LOG_CHARS) { line = line.slice(0, LOG_CHARS - logChars) + ' [log limit reached]'; logFull = true; }
-    logChars += line.length;
-    logs[logs.length] = line;
+    if (call.chars + line.length > LOG_CHARS) { line = line.slice(0, LOG_CHARS - call.chars) + ' [log limit reached]'; call.full = true; }
+    call.chars += line.length;
+    call.logs[call.logs.length] = line;
   };
   const describe = (error) => {
     let text;
@@ -44,25 +64,34 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   delete globalThis.WebAssembly;
   globalThis.log = log;
   globalThis.console = { log, info: log, warn: log, error: log, debug: log };
-  return async (fn, argsJson, metaJson) => {
-    const mine = logs = [];
-    logChars = 0; logFull = false;
+  const dispatch = async (fn, argsJson, metaJson, id) => {
+    const mine = { id, logs: [], chars: 0, full: false };
+    calls[id] = mine;
+    current = mine;
     try {
       const args = parse(argsJson);
       if (metaJson !== undefined) args[args.length] = () => parse(metaJson);
       const value = await fn(...args);
       let out;
-      try { out = stringify({ value, logs: mine }); }
-      catch (error) { return stringify({ error: 'the result is not JSON: ' + describe(error), logs: mine }); }
-      if (out.length > RESULT_CHARS) return stringify({ error: 'the result is larger than ' + RESULT_CHARS + ' characters', logs: mine });
+      try { out = stringify({ value, logs: mine.logs }); }
+      catch (error) { return stringify({ error: 'the result is not JSON: ' + describe(error), logs: mine.logs }); }
+      if (out.length > RESULT_CHARS) return stringify({ error: 'the result is larger than ' + RESULT_CHARS + ' characters', logs: mine.logs });
       return out;
     } catch (error) {
       let errorType;
       try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
-      return stringify({ error: describe(error), errorType, logs: mine });
+      return stringify({ error: describe(error), errorType, logs: mine.logs });
     } finally {
-      if (logs === mine) logs = null;
+      delete calls[id];
+      if (current === mine) current = null;
     }
   };
+  const resume = (id, fn, a, b) => {
+    const call = calls[id];
+    current = call === undefined ? null : call;
+    fn(a, b);
+  };
+  const currentCall = () => (current === null ? 0 : current.id);
+  return [dispatch, resume, currentCall];
 })()`;
 }

@@ -1,4 +1,4 @@
-import { Sandbox, type SandboxCode } from './sandbox.js';
+import { Sandbox, type SandboxCode, type SandboxOptions } from './sandbox.js';
 import type { SandboxLimits } from './sandbox-limits.js';
 
 /**
@@ -8,6 +8,9 @@ import type { SandboxLimits } from './sandbox-limits.js';
  * (by default as many as fit in `limits.totalMemoryMb` at `limits.memoryMb`
  * each, at least one).
  * A version's code never changes, so a key always names the same code.
+ * (A program whose call timed out may have two isolates for a while: the
+ * retired one, until the calls already in it end within their time limit,
+ * and its replacement.)
  */
 export class SandboxPool {
   private readonly sandboxes = new Map<string, Sandbox>();
@@ -16,6 +19,7 @@ export class SandboxPool {
   constructor(
     private readonly limits: SandboxLimits,
     maxIsolates?: number,
+    private readonly options: SandboxOptions = {},
   ) {
     this.maxIsolates = maxIsolates ?? Math.max(1, Math.floor(limits.totalMemoryMb / limits.memoryMb));
   }
@@ -28,7 +32,7 @@ export class SandboxPool {
       this.sandboxes.set(key, sandbox);
       return sandbox;
     }
-    sandbox = new Sandbox(program(), this.limits);
+    sandbox = new Sandbox(program(), this.limits, this.options);
     this.sandboxes.set(key, sandbox);
     while (this.sandboxes.size > this.maxIsolates) {
       const [oldestKey, oldest] = this.sandboxes.entries().next().value as [string, Sandbox];
@@ -43,10 +47,22 @@ export class SandboxPool {
     return this.sandboxes.has(key);
   }
 
+  /** Heap in use of each live program's isolates, in bytes, by program key. */
+  async heapByKey(): Promise<Map<string, number>> {
+    const entries = [...this.sandboxes.entries()];
+    const bytes = await Promise.all(entries.map(([, sandbox]) => sandbox.heapBytes()));
+    return new Map(entries.map(([key], i) => [key, bytes[i]!]));
+  }
+
+  /** Heap in use by program id (the key up to its last `@`: all versions of one transformation or function together). */
+  async heapById(): Promise<Array<{ readonly id: string; readonly bytes: number }>> {
+    return [...(await this.heapByKey())].map(([key, bytes]) => ({ id: key.includes('@') ? key.slice(0, key.lastIndexOf('@')) : key, bytes }));
+  }
+
   /** Heap in use across the live isolates, in bytes. */
-  heapBytes(): number {
+  async heapBytes(): Promise<number> {
     let total = 0;
-    for (const sandbox of this.sandboxes.values()) total += sandbox.heapBytes();
+    for (const bytes of (await this.heapByKey()).values()) total += bytes;
     return total;
   }
 

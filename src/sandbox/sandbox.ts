@@ -20,27 +20,69 @@ export interface SandboxCode {
  * What a program gets from the host beyond V8's built-ins. The boundary
  * stays strings only:
  * - `setup` is a script whose value is a function; it runs once per isolate,
- *   after the prelude and before the user's code, with `callbacks` as its
- *   arguments (isolated-vm `Callback`s: inside the isolate they are plain
- *   functions whose arguments and result are copied, never References, so no
- *   host object can be reached through them). It must return
- *   `[invoke, settle]`, two functions of its own kept by the host only:
- *   every call goes through `invoke(entryPoint, ...args)`, and
- *   `settle(...strings)` is how the host answers asynchronous work later.
- * - `attach` receives, for each isolate loaded, the function that calls
- *   `settle` in it (it does nothing once that isolate is gone).
+ *   after the prelude and before the user's code, with `currentCall` (the
+ *   prelude's: the id of the call whose code runs now, 0 for none), then
+ *   `callbacks`, then `notices` as its arguments (isolated-vm `Callback`s:
+ *   inside the isolate they are plain functions whose arguments and result
+ *   are copied, never References, so no host object can be reached through
+ *   them). It must return `[invoke, settle]`, two functions of its own kept
+ *   by the host only: every call goes through `invoke(entryPoint, ...args)`,
+ *   and `settle(a, b)` is how the host answers a call's asynchronous work
+ *   later (see {@link CallOptions.onStart}).
  */
 export interface SandboxHost {
   readonly setup: string;
-  /** Synchronous host functions: called with copies of what the isolate passed, they must return a string. */
+  /** Synchronous host functions: the isolate waits for them; called with copies of what it passed, they must return a string. */
   readonly callbacks: ReadonlyArray<(...args: unknown[]) => string>;
-  readonly attach: (settle: (...args: string[]) => void) => void;
+  /**
+   * Fire and forget: the isolate goes on at once and the host function runs
+   * later on the host's thread, in the order sent; it answers, if at all,
+   * through the call's `settle`. (No thread waits on the other: cheaper than
+   * a callback.)
+   */
+  readonly notices?: ReadonlyArray<(...args: unknown[]) => void> | undefined;
 }
 
 /** What one call gave back. `value` is the JSON text of what the function returned (undefined: it returned undefined). */
 export type CallResult =
   | { readonly ok: true; readonly value: unknown; readonly logs: string[]; readonly durationMs: number }
-  | { readonly ok: false; readonly error: string; readonly logs: string[]; readonly durationMs: number; readonly fault?: 'timeout' | 'memory'; readonly errorType?: string | undefined };
+  | {
+      readonly ok: false;
+      readonly error: string;
+      readonly logs: string[];
+      readonly durationMs: number;
+      readonly fault?: 'timeout' | 'memory';
+      /**
+       * With `fault: 'memory'`: other calls were in flight in the same
+       * isolate when it ran out, so which call used the memory is unknown.
+       */
+      readonly shared?: boolean;
+      readonly errorType?: string | undefined;
+    };
+
+/** A call's own handle on its isolate, given to {@link CallOptions.onStart}. */
+export interface StartedCall {
+  /** What the host setup's `currentCall()` answers while this call's code runs. */
+  readonly id: number;
+  /** Calls the setup's `settle(a, b)` in the call's isolate, with this call current; nothing once the isolate is gone. */
+  readonly settle: (a: string, b: string) => void;
+}
+
+export interface CallOptions {
+  /** JSON text: the call gets a last argument `metadata(event)` returning a copy of it (transformations). */
+  readonly meta?: string | undefined;
+  /** Called once the call has its isolate, before its code runs. */
+  readonly onStart?: ((call: StartedCall) => void) | undefined;
+}
+
+export interface SandboxOptions {
+  /**
+   * Calls in flight at once in the isolate (default 1); the rest wait their
+   * turn, first come first served. Above 1 only for code that mostly waits
+   * on the host (function destinations' `fetch`): calls share one thread.
+   */
+  readonly concurrency?: number;
+}
 
 /** Thrown when code does not compile or defines none of the entry points; line and column are 1-based when known. */
 export class CodeError extends Error {
@@ -54,49 +96,100 @@ export class CodeError extends Error {
   }
 }
 
+type Ref = ivm.Reference<unknown>;
+
 interface Loaded {
   readonly isolate: ivm.Isolate;
   readonly context: ivm.Context;
-  readonly dispatcher: ivm.Reference<(...args: unknown[]) => Promise<string>>;
-  readonly functions: ReadonlyMap<string, ivm.Reference<unknown>>;
-  /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through. */
-  readonly invoke?: ivm.Reference<unknown> | undefined;
+  /** The prelude's dispatch, resume and currentCall (see isolate-prelude.ts). */
+  readonly dispatch: Ref;
+  readonly resume: Ref;
+  readonly functions: ReadonlyMap<string, Ref>;
+  /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through, and its `settle`. */
+  readonly invoke?: Ref | undefined;
+  readonly settle?: Ref | undefined;
+  /** Calls started in this isolate that have not ended. */
+  calls: number;
+  /** Takes no new calls; disposed once `calls` is 0. */
+  retired: boolean;
+  /** Calls in it when a call first found it disposed under it (out of memory). */
+  callsAtFault?: number;
+  /** Its heap in use when last read (see {@link Sandbox.heapBytes}). */
+  heapBytes?: number;
 }
+
+/** How long a heap read waits for a busy isolate. */
+const HEAP_READ_WAIT_MS = 250;
 
 /**
  * One program in its own V8 isolate (isolated-vm), loaded once and reused
- * for every call; recreated after a call that timed out or ran out of
- * memory (which disposes it). Calls run one at a time, in the order made,
- * so a fault fails only the call in flight; the ones queued behind it run
- * in the fresh isolate.
+ * for every call. Up to `concurrency` calls run in it at once (1 by
+ * default: one at a time, in the order made).
  *
- * The boundary: only strings cross it. Arguments go in as JSON text
- * (parsed inside by the prelude), results come out as JSON text (parsed
- * here, size-checked first). No host function, object or Reference is
- * ever handed to the isolate's code; it has only V8's built-ins plus `log`.
+ * Faults: a call that runs past its time fails (`timeout`) and retires its
+ * isolate: later calls go to a fresh one, and the retired isolate is
+ * disposed once the other calls in it have ended (each within its own
+ * time), which ends whatever still runs there. An isolate that runs out of
+ * memory is disposed by isolated-vm at once, failing every call in it
+ * (`memory`). Either way only calls of this program fail, and only those
+ * already in that isolate.
+ *
+ * The boundary: only strings (and call ids) cross it. Arguments go in as
+ * JSON text (parsed inside by the prelude), results come out as JSON text
+ * (parsed here, size-checked first). No host function, object or Reference
+ * is ever handed to the isolate's code; it has only V8's built-ins plus
+ * `log` (and what a {@link SandboxHost} builds from its callbacks).
  */
 export class Sandbox {
   private loaded: Loaded | undefined;
   private loading: Promise<Loaded> | undefined;
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Isolates alive (the current one and retired ones still ending calls). */
+  private readonly live = new Set<Loaded>();
   private disposed = false;
   private pending = 0;
+  private nextCallId = 1;
+  private readonly concurrency: number;
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
 
   constructor(
     readonly program: SandboxCode,
     private readonly limits: SandboxLimits,
-  ) {}
+    options: SandboxOptions = {},
+  ) {
+    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
+  }
 
   /** The entry points the code defines (loads it). */
   entryPoints(): Promise<string[]> {
     return this.track(async () => [...(await this.load()).functions.keys()]);
   }
 
-  /** Calls `name` with the JSON array `argsJson` (plus `metadata` when `metaJson` is given), after the calls before it. */
-  call(name: string, argsJson: string, metaJson?: string): Promise<CallResult> {
-    const run = this.queue.then(() => this.callNow(name, argsJson, metaJson));
-    this.queue = run.catch(() => undefined);
-    return this.track(() => run);
+  /** Calls `name` with the JSON array `argsJson`, once one of the `concurrency` turns is free. */
+  call(name: string, argsJson: string, options: CallOptions = {}): Promise<CallResult> {
+    return this.track(async () => {
+      await this.turn();
+      try {
+        return await this.callNow(name, argsJson, options);
+      } finally {
+        this.endTurn();
+      }
+    });
+  }
+
+  private turn(): Promise<void> {
+    if (this.running < this.concurrency) {
+      this.running++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private endTurn(): void {
+    const next = this.waiting.shift();
+    // The turn passes on; `running` stays.
+    if (next !== undefined) next();
+    else this.running--;
   }
 
   /** Counts the work in flight, so that a dispose (an LRU eviction) waits for it instead of failing it. */
@@ -106,32 +199,54 @@ export class Sandbox {
       return await work();
     } finally {
       this.pending--;
-      if (this.disposed && this.pending === 0) this.drop();
+      if (this.disposed && this.pending === 0) this.retireCurrent();
     }
   }
 
-  /** The isolate's heap in use, in bytes (0 when not loaded). */
-  heapBytes(): number {
-    const isolate = this.loaded?.isolate;
-    if (isolate === undefined || isolate.isDisposed) return 0;
-    const stats = isolate.getHeapStatisticsSync();
-    return stats.used_heap_size + stats.externally_allocated_size;
+  /**
+   * Heap in use of this program's live isolates, in bytes (0 when none is
+   * loaded). Read on each isolate's own thread, after what runs there: an
+   * isolate busy for longer than `waitMs` counts with what it last answered.
+   */
+  async heapBytes(waitMs = HEAP_READ_WAIT_MS): Promise<number> {
+    const reads = [...this.live].map(async (loaded) => {
+      if (loaded.isolate.isDisposed) return 0;
+      // Through then: a read of an isolate disposed meanwhile may throw at once.
+      const read = Promise.resolve().then(() => loaded.isolate.getHeapStatistics()).then(
+        (stats) => (loaded.heapBytes = stats.used_heap_size + stats.externally_allocated_size),
+        () => 0,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(loaded.heapBytes ?? 0), waitMs)));
+      return Promise.race([read, late]).finally(() => clearTimeout(timer));
+    });
+    return (await Promise.all(reads)).reduce((sum, bytes) => sum + bytes, 0);
   }
 
   /** Disposes the isolate now, or when the calls already made have ended (an evicted sandbox still answers them). */
   dispose(): void {
     this.disposed = true;
-    if (this.pending === 0) this.drop();
+    if (this.pending === 0) this.retireCurrent();
   }
 
-  private drop(): void {
-    const isolate = this.loaded?.isolate;
+  private retireCurrent(): void {
+    const loaded = this.loaded;
     this.loaded = undefined;
     this.loading = undefined;
-    if (isolate !== undefined && !isolate.isDisposed) isolate.dispose();
+    if (loaded !== undefined) this.retire(loaded);
   }
 
-  private async callNow(name: string, argsJson: string, metaJson: string | undefined): Promise<CallResult> {
+  /** No new calls go to `loaded`; it is disposed once the calls in it have ended. */
+  private retire(loaded: Loaded): void {
+    loaded.retired = true;
+    if (this.loaded === loaded) this.loaded = undefined;
+    if (loaded.calls === 0) {
+      this.live.delete(loaded);
+      if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+    }
+  }
+
+  private async callNow(name: string, argsJson: string, options: CallOptions): Promise<CallResult> {
     const started = performance.now();
     const took = (): number => Math.round((performance.now() - started) * 100) / 100;
     let loaded: Loaded;
@@ -142,40 +257,43 @@ export class Sandbox {
     }
     const fn = loaded.functions.get(name);
     if (fn === undefined) return { ok: false, error: `the code defines no ${name} function`, logs: [], durationMs: took() };
+    const id = this.nextCallId++;
+    loaded.calls++;
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     try {
+      options.onStart?.({ id, settle: (a, b) => resumeIn(loaded, id, a, b, this.limits.timeoutMs) });
       // Through the host setup's invoke: `[name, ...args]`.
       const target = loaded.invoke ?? fn;
       const callArgs = loaded.invoke === undefined ? argsJson : `[${JSON.stringify(name)}${argsJson.trim() === '[]' ? '' : `,${argsJson.trim().slice(1, -1)}`}]`;
-      const args = metaJson === undefined ? [target.derefInto(), callArgs] : [target.derefInto(), callArgs, metaJson];
       // `timeout` bounds the synchronous part inside V8; the timer bounds
-      // awaited promises too (a promise that never settles, a microtask loop)
-      // by disposing the isolate, which ends whatever runs in it.
+      // awaited promises too (a promise that never settles, a microtask loop).
       const text = await Promise.race([
-        loaded.dispatcher.apply(undefined, args, { result: { promise: true, copy: true }, timeout: this.limits.timeoutMs }),
+        loaded.dispatch.apply(undefined, [target.derefInto(), callArgs, options.meta, id], { result: { promise: true, copy: true }, timeout: this.limits.timeoutMs }),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             timedOut = true;
-            this.drop();
             reject(new Error('timed out'));
           }, this.limits.timeoutMs);
         }),
       ]);
-      const parsed = parseResult(text, this.resultChars(), this.limits.logBytes);
-      return parsed.ok ? { ...parsed, durationMs: took() } : { ...parsed, durationMs: took() };
+      return { ...parseResult(text, this.resultChars(), this.limits.logBytes), durationMs: took() };
     } catch (error) {
-      // isolated-vm disposes an isolate that runs out of memory; nothing else
-      // disposes one under a call but the timer, so a disposed isolate that
-      // did not time out ran out of memory (during an awaited promise the
-      // error then says only "Promise was abandoned").
+      // isolated-vm disposes an isolate that runs out of memory; this class
+      // disposes one only once no call is in it, so an isolate disposed
+      // under a call that did not time out ran out of memory (during an
+      // awaited promise the error then says only "Promise was abandoned").
       const memory = loaded.isolate.isDisposed && !timedOut;
-      const timeout = timedOut || /timed out/i.test(String(error));
-      if (memory || timeout || loaded.isolate.isDisposed) this.drop();
+      if (memory) loaded.callsAtFault ??= loaded.calls;
+      const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
+      if (memory || timeout) this.retire(loaded);
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
-      return { ok: false, error: message, logs: [], durationMs: took(), ...(timeout ? { fault: 'timeout' as const } : memory ? { fault: 'memory' as const } : {}) };
+      const fault = timeout ? { fault: 'timeout' as const } : memory ? { fault: 'memory' as const, ...((loaded.callsAtFault ?? 1) > 1 && { shared: true }) } : {};
+      return { ok: false, error: message, logs: [], durationMs: took(), ...fault };
     } finally {
       clearTimeout(timer);
+      loaded.calls--;
+      if (loaded.retired) this.retire(loaded);
     }
   }
 
@@ -184,12 +302,13 @@ export class Sandbox {
   }
 
   private load(): Promise<Loaded> {
-    // A disposed sandbox may still load for work already handed to it (see track), which drops it after.
-    if (this.loaded !== undefined && !this.loaded.isolate.isDisposed) return Promise.resolve(this.loaded);
-    this.loaded = undefined;
+    // A disposed sandbox may still load for work already handed to it (see track), which retires it after.
+    if (this.loaded !== undefined && !this.loaded.retired && !this.loaded.isolate.isDisposed) return Promise.resolve(this.loaded);
+    if (this.loaded !== undefined) this.retire(this.loaded);
     this.loading ??= loadProgram(this.program, this.limits, this.resultChars()).then(
       (loaded) => {
         this.loaded = loaded;
+        this.live.add(loaded);
         this.loading = undefined;
         return loaded;
       },
@@ -199,6 +318,24 @@ export class Sandbox {
       },
     );
     return this.loading;
+  }
+}
+
+/**
+ * Answers call `id`'s asynchronous work: the setup's `settle(a, b)`, entered
+ * through the prelude's `resume`, one entry per answer (an entry's
+ * microtasks all run before the next entry, which is what keeps each
+ * continuation in its own call). Strings and a number only; nothing comes
+ * back (isolated-vm's `applyIgnored`: no promise, no return to this
+ * thread). An entry into a busy isolate queues behind what runs there; the
+ * call's own timer bounds it.
+ */
+function resumeIn(loaded: Loaded, id: number, a: string, b: string, timeoutMs: number): void {
+  if (loaded.settle === undefined || loaded.isolate.isDisposed) return;
+  try {
+    loaded.resume.applyIgnored(undefined, [id, loaded.settle.derefInto(), a, b], { timeout: timeoutMs });
+  } catch {
+    // Disposed meanwhile: the call fails by its own means (memory, or its timer).
   }
 }
 
@@ -253,9 +390,10 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
   try {
     const context = await isolate.createContext();
     const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars), { filename: 'switchyard-prelude.js' });
-    const dispatcher = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as ivm.Reference<(...args: unknown[]) => Promise<string>>;
-    const invoke = program.host === undefined ? undefined : await installHost(isolate, context, program.host, limits);
-    const functions = new Map<string, ivm.Reference<unknown>>();
+    const entries = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
+    const [dispatch, resume, currentCall] = await Promise.all([0, 1, 2].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
+    const host = program.host === undefined ? undefined : await installHost(isolate, context, program.host, currentCall!, limits);
+    const functions = new Map<string, Ref>();
     if (program.kind === 'module') {
       let module: ivm.Module;
       try {
@@ -284,7 +422,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatcher, functions, invoke };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, calls: 0, retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;
@@ -292,22 +430,17 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
   }
 }
 
-/** Runs the host's setup script with its callbacks; resolves its `invoke` and attaches its `settle` (see {@link SandboxHost}). */
-async function installHost(isolate: ivm.Isolate, context: ivm.Context, host: SandboxHost, limits: SandboxLimits): Promise<ivm.Reference<unknown>> {
+/** Runs the host's setup script with `currentCall`, its callbacks and notices; resolves its `invoke` and `settle` (see {@link SandboxHost}). */
+async function installHost(isolate: ivm.Isolate, context: ivm.Context, host: SandboxHost, currentCall: Ref, limits: SandboxLimits): Promise<{ invoke: Ref; settle: Ref }> {
   const script = await isolate.compileScript(host.setup, { filename: 'switchyard-host.js' });
-  const setup = (await script.run(context, { reference: true, timeout: limits.timeoutMs })) as ivm.Reference<unknown>;
+  const setup = (await script.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
   const callbacks = host.callbacks.map((callback) => new ivm.Callback(callback, { sync: true }));
-  const pair = (await setup.apply(undefined, callbacks, { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
-  const invoke: ivm.Reference<unknown> = await pair.get(0, { reference: true });
-  const settle: ivm.Reference<unknown> = await pair.get(1, { reference: true });
+  const notices = (host.notices ?? []).map((notice) => new ivm.Callback(notice, { ignored: true }));
+  const pair = (await setup.apply(undefined, [currentCall.derefInto(), ...callbacks, ...notices], { result: { reference: true }, timeout: limits.timeoutMs })) as ivm.Reference<unknown[]>;
+  const invoke: Ref = await pair.get(0, { reference: true });
+  const settle: Ref = await pair.get(1, { reference: true });
   if (invoke.typeof !== 'function' || settle.typeof !== 'function') throw new Error('the host setup did not return [invoke, settle]');
-  host.attach((...args: string[]) => {
-    if (isolate.isDisposed) return;
-    // Strings only, copied in; its result is ignored. A settle into a busy
-    // isolate queues behind what runs there; the call's own timer bounds it.
-    settle.apply(undefined, args, { arguments: { copy: true }, timeout: limits.timeoutMs }).catch(() => undefined);
-  });
-  return invoke;
+  return { invoke, settle };
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number, isolate: ivm.Isolate, what: string): Promise<T> {

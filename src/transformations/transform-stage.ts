@@ -41,11 +41,13 @@ export class TransformStage {
   private readonly loop: PassLoop;
   private readonly runner: TransformationRunner;
   private unsubscribe: (() => void) | undefined;
+  private readonly unwatchHeaps: () => void;
   /** The lane running per source. */
   private readonly lanes = new Map<string, Promise<void>>();
 
   constructor(private readonly options: TransformStageOptions) {
     this.runner = new TransformationRunner(options.limits);
+    this.unwatchHeaps = options.metrics.watchSandboxHeaps(async () => (await this.runner.pool.heapById()).map((heap) => ({ kind: 'transformation', ...heap })));
     this.loop = new PassLoop(() => this.drain(), options.pollMs, options.onError);
   }
 
@@ -64,12 +66,8 @@ export class TransformStage {
     this.unsubscribe?.();
     await this.loop.stop();
     await Promise.all(this.lanes.values());
+    this.unwatchHeaps();
     this.runner.dispose();
-  }
-
-  /** Heap in use by the live isolates (bytes). */
-  heapBytes(): number {
-    return this.runner.pool.heapBytes();
   }
 
   /**

@@ -62,7 +62,7 @@ export class TransformationRunner {
     }
     const metaJson = JSON.stringify({ ...meta, transformationId: transformation.id, transformationVersion: transformation.version });
     const batch = !names.includes('transformEvent');
-    const result = await sandbox.call(batch ? 'transformBatch' : 'transformEvent', batch ? `[[${eventJson}]]` : `[${eventJson}]`, metaJson);
+    const result = await sandbox.call(batch ? 'transformBatch' : 'transformEvent', batch ? `[[${eventJson}]]` : `[${eventJson}]`, { meta: metaJson });
     if (!result.ok) return { outcome: { kind: 'error', error: result.error }, logs: result.logs, durationMs: result.durationMs, fault: result.fault };
     if (batch && !Array.isArray(result.value) && result.value !== null && result.value !== undefined) {
       return { outcome: { kind: 'error', error: 'transformBatch must return an array' }, logs: result.logs, durationMs: result.durationMs };

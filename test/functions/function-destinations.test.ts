@@ -126,6 +126,9 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
       assert.equal(attempt.function.fetches[0].status, 200);
       assert.deepEqual(attempt.function.logs, ['sending Signed Up with ********', 'got 200']);
       assert.doesNotMatch(JSON.stringify(detail), /sk_live_deliver/);
+      const metrics = await (await fetch(`${sy.url}/metrics`)).text();
+      const heap = new RegExp(`switchyard_sandbox_heap_bytes\\{kind="function",id="${fn.id}"\\} (\\d+)`).exec(metrics);
+      assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the function\'s isolate is in /metrics');
     });
 
     it('retries RetryError with backoff until it succeeds; fails at once on EventNotSupported, InvalidEventPayload and other throws', async () => {
@@ -238,6 +241,40 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
       assert.ok(firstCall !== undefined, 'the function call is still in flight');
       receiver.release(200);
       receiver.reply = () => ({ status: 200 });
+    });
+
+    it('calls one function for several messages at once, each attempt with its own fetches and logs', async () => {
+      const api = await startReceiver();
+      try {
+        // Every call waits on its fetch until all of them are in flight together.
+        api.reply = () => ({ hang: true });
+        const source = await sy.createSource('fn-concurrent');
+        const code = `
+async function onTrack(event, settings) {
+  console.log('for', event.messageId);
+  const res = await fetch(settings.url + '/' + event.messageId);
+  console.log('got', res.status, 'for', event.messageId);
+}`;
+        await addFunction(sy, source.id, { name: 'Parallel', code, settings: { url: api.url } });
+        const ids = Array.from({ length: 8 }, (_, i) => `par-${source.id}-${i}`);
+        for (const messageId of ids) await sy.send('/v1/track', source.writeKey, { userId: 'u1', event: 'Parallel', messageId });
+        await eventually(() => (api.hanging() === ids.length ? true : undefined), 10_000, 'every call in flight at once');
+        api.release(200);
+        const deliveries = await eventually(async () => {
+          const found = await functionDeliveries(source.id);
+          return found.length === ids.length && found.every((d) => d.status === 'succeeded') ? found : undefined;
+        });
+        for (const delivery of deliveries) {
+          const detail = await waitForDelivery(sy, delivery.id, 'succeeded');
+          const run = detail.attempts[0].function;
+          const messageId = String(run.logs[0]).slice('for '.length);
+          assert.ok(ids.includes(messageId), JSON.stringify(run));
+          assert.deepEqual(run.logs, [`for ${messageId}`, `got 200 for ${messageId}`]);
+          assert.deepEqual(run.fetches.map((f: { url: string }) => f.url), [`${api.url}/${messageId}`]);
+        }
+      } finally {
+        await api.close();
+      }
     });
   });
 }

@@ -146,6 +146,8 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       const metrics = await (await fetch(`${sy.url}/metrics`)).text();
       assert.match(metrics, new RegExp(`switchyard_transformation_runs_total\\{transformation="${t.body.id}",outcome="dropped"\\} 1`));
       assert.match(metrics, /switchyard_transformation_duration_seconds_bucket/);
+      const heap = new RegExp(`switchyard_sandbox_heap_bytes\\{kind="transformation",id="${t.body.id}"\\} (\\d+)`).exec(metrics);
+      assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the transformation\'s isolate is in /metrics');
     });
 
     it('fails a throw, a timeout and a memory bomb on their own messages; others go on; a retry runs the version attached now', async () => {
