@@ -238,7 +238,10 @@ export class FetchSession {
     if (this.closed) return;
     const limits = this.fetcher.limits;
     const refuse = (error: string): void => {
-      this.records.push({ method: '', url: '', error, durationMs: 0 });
+      // Refusals cost the code nothing but a notice: a loop of them would
+      // grow the call's attempt log without end. Kept up to twice the
+      // budget; those after are answered, not recorded.
+      if (this.records.length < limits.maxRequestsPerCall * 2) this.records.push({ method: '', url: '', error, durationMs: 0 });
       this.settle(String(id), JSON.stringify({ error }));
     };
     if (this.records.length >= limits.maxRequestsPerCall) return refuse(`fetch: at most ${limits.maxRequestsPerCall} requests per call`);

@@ -62,6 +62,12 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   // WebAssembly.Memory is allocated outside V8's heap and isolated-vm's
   // ArrayBuffer allocator, so memoryLimit does not bound it: not offered.
   delete globalThis.WebAssembly;
+  // Both run JavaScript later as tasks of their own, outside any call, its
+  // time limit and its logs (a FinalizationRegistry callback can spin the
+  // isolate's thread forever), and a waitAsync with a timeout aborts the
+  // host process (isolated-vm 5 posts a delayed task it cannot run).
+  delete globalThis.FinalizationRegistry;
+  delete Atomics.waitAsync;
   globalThis.log = log;
   globalThis.console = { log, info: log, warn: log, error: log, debug: log };
   const dispatch = async (fn, argsJson, metaJson, id) => {
