@@ -29,6 +29,15 @@ describe('the sandbox under attack', () => {
     assert.equal(run.outcome.kind, 'error', `wasm memory was allocated: ${JSON.stringify(run.outcome)}`);
   });
 
+  it('offers no way to run code later outside a call: no FinalizationRegistry, no Atomics.waitAsync (whose timeout aborted the host)', async () => {
+    const t = version(`export function transformEvent(event) {
+      return { registry: typeof FinalizationRegistry, waitAsync: typeof Atomics.waitAsync, wait: typeof Atomics.wait };
+    }`);
+    const run = await runner.run(t, EVENT, META);
+    // Atomics.wait stays: it blocks the call's own thread, which the time limit ends.
+    assert.deepEqual(run.outcome, { kind: 'output', bodies: ['{"registry":"undefined","waitAsync":"undefined","wait":"function"}'] });
+  });
+
   it('bounds logs on the host, even when the code replaces Array.prototype.toJSON', async () => {
     const t = version(`export function transformEvent(event) {
       Array.prototype.toJSON = function () { return this.length === 1 ? Array.from({ length: 200 }, () => 'x'.repeat(4000)) : [...this]; };
