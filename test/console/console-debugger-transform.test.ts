@@ -71,7 +71,7 @@ describeBrowser('the console: what a transformation did, in the debugger', () =>
 
   it('shows the version that ran on a delivered message and the lines it logged', async () => {
     await page.getByRole('link', { name: 'Live debugger' }).click();
-    await page.getByLabel('Source').selectOption(shop.id);
+    await page.getByRole('combobox', { name: /^Source/ }).selectOption(shop.id);
     await open('Order Completed');
     const run = detail().getByRole('region', { name: 'Transformation shop cleanup v1' });
     await run.waitFor();
