@@ -166,7 +166,7 @@ await describePostgres('CLI --url: admin commands on a running server (cli-url)'
     assert.equal(one.json.attempts.length, 1);
   });
 
-  it('every command group reaches its routes: writes over the URL, reads the same over the URL as on the store', { timeout: 120_000 }, async () => {
+  it('every command group reaches its routes: writes over the URL, reads the same over the URL as on the store', { timeout: 300_000 }, async () => {
     const overUrl = { ...TOKEN, SWITCHYARD_URL: sy.url };
     const onStore = { DATABASE_URL: db.url };
     const write = async (args: string[], input?: string): Promise<any> => {
