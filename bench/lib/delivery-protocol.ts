@@ -97,6 +97,12 @@ export interface SenderArgs {
    * so that no receiver times it.
    */
   readonly heavyUser?: string;
+  /**
+   * engage.latency.spread: like `heavyUser`, untimed messages with a new
+   * `coupon` each, but cycling through this many other users
+   * (`other-0` …): the heavy user's load without the heavy user.
+   */
+  readonly spreadUsers?: number;
 }
 
 export type SenderLine =

@@ -26,6 +26,8 @@ async function main(): Promise<void> {
   const agent = new Agent({ connections: args.connections });
   const template = JSON.parse(bodyFactory({ kind: 'track' }, 'latency')()) as { messageId: string; userId: string; properties: Record<string, unknown> };
   const users = args.users ?? 5_000;
+  /** The heavy user's (or its spread twin's) messages: no receiver times them. */
+  const untimed = args.heavyUser !== undefined || args.spreadUsers !== undefined;
 
   const ingestLatency = new LatencyHistogram();
   let sequence = 0;
@@ -41,10 +43,10 @@ async function main(): Promise<void> {
     sequence += 1;
     const sentAtMs = preciseNow();
     template.messageId = `${args.idPrefix}-${sequence}`;
-    template.userId = args.heavyUser ?? `user-${sequence % users}`;
+    template.userId = args.heavyUser ?? (args.spreadUsers !== undefined ? `other-${sequence % args.spreadUsers}` : `user-${sequence % users}`);
     template.properties['sentAtMs'] = sentAtMs;
-    template.properties['benchPhase'] = args.heavyUser === undefined ? benchPhase : 'heavy';
-    if (args.heavyUser !== undefined) template.properties['coupon'] = `heavy-${sequence}`;
+    template.properties['benchPhase'] = untimed ? 'heavy' : benchPhase;
+    if (untimed) template.properties['coupon'] = `heavy-${sequence}`;
     const body = JSON.stringify(template);
     if (benchPhase === 'measured') sentMeasured += 1;
     else sentWarmup += 1;
