@@ -5,6 +5,7 @@ import { parseRetryAfter } from '../domain/retry-policy.js';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from './address-guard.js';
 import { tolerateUnsolicitedContinue } from './unsolicited-continue.js';
 import type { AttemptResponse } from '../store/store.js';
+import { DeadlineQueue } from '../util/deadline-queue.js';
 
 export interface WebhookSenderOptions {
   readonly timeoutMs: number;
@@ -65,9 +66,8 @@ const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEO
 export class WebhookSender {
   private readonly agent: Agent;
   private readonly targets = new Map<string, Target>();
-  /** In flight, oldest first: every POST has the same timeout, so deadlines come in this order too. */
-  private readonly inFlight = new Set<PostHandler>();
-  private deadlineTimer: NodeJS.Timeout | undefined;
+  /** In flight, oldest first: every POST has the same timeout; one past its deadline is aborted. */
+  private readonly inFlight = new DeadlineQueue<PostHandler>((handler) => handler.abort('timeout'));
 
   constructor(private readonly options: WebhookSenderOptions) {
     const connect = buildConnector({
@@ -88,7 +88,7 @@ export class WebhookSender {
       },
     });
     options.stop.addEventListener('abort', () => {
-      for (const handler of this.inFlight) handler.abort('stopped');
+      for (const handler of this.inFlight.values()) handler.abort('stopped');
     }, { once: true });
   }
 
@@ -104,7 +104,6 @@ export class WebhookSender {
 
     const handler = new PostHandler(started + this.options.timeoutMs);
     this.inFlight.add(handler);
-    this.armDeadlineTimer();
     try {
       this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers, body }, handler);
     } catch (error) {
@@ -135,24 +134,6 @@ export class WebhookSender {
     };
   }
 
-  /** One timer, due at the oldest request's deadline; it ends every request past its own. */
-  private armDeadlineTimer(): void {
-    if (this.deadlineTimer !== undefined) return;
-    const oldest = this.inFlight.values().next().value;
-    if (oldest === undefined) return;
-    this.deadlineTimer = setTimeout(() => {
-      this.deadlineTimer = undefined;
-      const now = performance.now();
-      for (const handler of this.inFlight) {
-        if (handler.deadline > now) break;
-        handler.abort('timeout');
-        this.inFlight.delete(handler);
-      }
-      this.armDeadlineTimer();
-    }, Math.max(0, oldest.deadline - performance.now()) + 1);
-    this.deadlineTimer.unref();
-  }
-
   /** The origin of a receiver URL (parsed once per URL), for the per-origin limits and breakers. */
   originOf(url: string): string {
     return this.target(url).origin;
@@ -172,7 +153,7 @@ export class WebhookSender {
 
   /** Closes every connection, ending requests still in flight. */
   async destroy(): Promise<void> {
-    clearTimeout(this.deadlineTimer);
+    this.inFlight.clear();
     await this.agent.destroy();
   }
 

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Agent, type Dispatcher, buildConnector } from 'undici';
 import { PrivateAddressError, guardedLookup, refuseLiteral } from '../delivery/address-guard.js';
 import type { FetchRecord } from '../store/store.js';
+import { DeadlineQueue } from '../util/deadline-queue.js';
 
 /**
  * The host side of a function's `fetch`: requests made with undici under
@@ -65,9 +66,8 @@ type FetchFailure = { readonly error: string; readonly retriable: boolean };
  */
 export class FunctionFetcher {
   private readonly agent: Agent;
-  /** In flight, oldest first: every request has the same timeout, so deadlines come in this order too. */
-  private readonly inFlight = new Set<FetchHandler>();
-  private deadlineTimer: NodeJS.Timeout | undefined;
+  /** In flight, oldest first: every request has the same timeout; one past its deadline is ended. */
+  private readonly inFlight = new DeadlineQueue<FetchHandler>((handler) => handler.end('timeout'));
 
   constructor(readonly limits: FetchLimits) {
     const connect = buildConnector({
@@ -96,7 +96,6 @@ export class FunctionFetcher {
       }
     }
     this.inFlight.add(handler);
-    this.armDeadlineTimer();
     try {
       this.agent.dispatch({ origin: request.url.origin, path: `${request.url.pathname}${request.url.search}`, method: request.method, headers: request.headers, body: request.body ?? null }, handler);
     } catch (error) {
@@ -105,25 +104,8 @@ export class FunctionFetcher {
     return handler;
   }
 
-  /** One timer, due at the oldest request's deadline; it ends every request past its own. */
-  private armDeadlineTimer(): void {
-    if (this.deadlineTimer !== undefined) return;
-    const oldest = this.inFlight.values().next().value;
-    if (oldest === undefined) return;
-    this.deadlineTimer = setTimeout(() => {
-      this.deadlineTimer = undefined;
-      const now = performance.now();
-      for (const handler of this.inFlight) {
-        if (handler.deadline > now) break;
-        handler.end('timeout');
-      }
-      this.armDeadlineTimer();
-    }, Math.max(0, oldest.deadline - performance.now()) + 1);
-    this.deadlineTimer.unref();
-  }
-
   async destroy(): Promise<void> {
-    clearTimeout(this.deadlineTimer);
+    this.inFlight.clear();
     await this.agent.destroy();
   }
 }

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { CircuitBreaker } from '../../src/delivery/circuit-breaker.js';
 import { OriginSlots } from '../../src/delivery/origin-slots.js';
 import { signBody } from '../../src/delivery/signer.js';
+import { DeadlineQueue } from '../../src/util/deadline-queue.js';
 
 const low = (): number => 0;
 const high = (): number => 0.999999;
@@ -106,5 +107,24 @@ describe('per-origin in-flight limit', () => {
     assert.equal(await waiting, false);
     slots.release('a', 1);
     assert.equal(slots.inFlight('a'), 0, 'a slot given up by a waiter is not leaked');
+  });
+});
+
+describe('deadline queue (one timer for the requests in flight)', () => {
+  it('ends the items past their deadline, oldest first, and keeps the others and the deleted ones out', async () => {
+    const expired: string[] = [];
+    const queue = new DeadlineQueue<{ name: string; deadline: number }>((item) => expired.push(item.name));
+    const now = performance.now();
+    const done = { name: 'done', deadline: now - 20 };
+    queue.add({ name: 'first', deadline: now - 30 });
+    queue.add(done);
+    queue.add({ name: 'second', deadline: now - 10 });
+    queue.add({ name: 'later', deadline: now + 600_000 });
+    queue.delete(done);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(expired, ['first', 'second']);
+    assert.deepEqual([...queue.values()].map((item) => item.name), ['later']);
+    queue.clear();
+    assert.deepEqual([...queue.values()], []);
   });
 });
