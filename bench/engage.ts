@@ -172,7 +172,7 @@ async function runLatencyOf(context: BenchContext, name: string, extra: ExtraLoa
     });
     // The extra load runs over the same time (its own process: its CPU is not the server's).
     const extraArgs: SenderArgs = { ...args, ratePerSec: HEAVY_USER_RATE, idPrefix: `${rig.idPrefix}h`, connections: 16, ...(extra === 'heavy-user' ? { heavyUser: 'heavy-user' } : { spreadUsers: LATENCY_USERS }) };
-    const heavySender =
+    const extraSender =
       extra === 'none'
         ? undefined
         : spawnManaged(`engage ${extra} sender`, process.execPath, [SENDER, JSON.stringify(extraArgs)], { cpus: context.cpus.loadGenerator, onStdoutLine: () => {} });
@@ -180,9 +180,9 @@ async function runLatencyOf(context: BenchContext, name: string, extra: ExtraLoa
     const loadStartedAt = performance.now();
     const timer = setTimeout(() => {
       void sender.stop(1000);
-      void heavySender?.stop(1000);
+      void extraSender?.stop(1000);
     }, (options.warmupSec + options.durationSec) * 1000 + 30_000);
-    await Promise.all([sender.exited, heavySender?.exited]).finally(() => clearTimeout(timer));
+    await Promise.all([sender.exited, extraSender?.exited]).finally(() => clearTimeout(timer));
     const cpuAfter = server.cpuSeconds();
     // The server's CPU over the load (warm-up included): near 100% of its one CPU means saturated, and latency then measures overload.
     const serverCpuPercent = cpuBefore === undefined || cpuAfter === undefined ? undefined : round((100 * (cpuAfter - cpuBefore)) / ((performance.now() - loadStartedAt) / 1000), 1);
