@@ -11,6 +11,7 @@
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { runLoad, type LoadResult } from './lib/http-load.js';
 import { readProcessing } from './lib/processing-backlog.js';
+import { mainThreadRunQueueSeconds } from './lib/proc-stats.js';
 import { waitForQuiet } from './lib/wait-for-quiet.js';
 import { loopMaxMs, receivedBy, round, serversGetTwoCpus, startSide, waitDelivered } from './live.js';
 
@@ -26,6 +27,13 @@ interface RoundResult {
   readonly unprocessedAtStart?: number | undefined;
   /** Longest event-loop delay of the ingest thread during the round (Switchyard only). */
   readonly ingestLoopMaxBlockMs?: number | undefined;
+  /**
+   * The server's main thread (the one that answers: the relay's only one,
+   * Switchyard's ingest thread) runnable but waiting for a CPU, ms per
+   * second of the round: what the scheduler, not the server's own work,
+   * added to its latencies.
+   */
+  readonly mainThreadRunQueueMsPerSec?: number | undefined;
 }
 
 interface SustainedSide {
@@ -56,14 +64,20 @@ async function measureSustained(context: BenchContext, label: string, workers: s
       const unprocessedAtStart = workers === undefined ? undefined : (await readProcessing(server))?.unprocessed;
       // Scraping /metrics resets the loop's maximum: what the next scrape reads is this round's.
       if (workers !== undefined) await loopMaxMs(server);
+      const runQueueBefore = mainThreadRunQueueSeconds(server.pid);
+      const started = performance.now();
       const load = await runLoad({ ...spec, durationSec: ROUND_SEC });
+      const runQueueAfter = mainThreadRunQueueSeconds(server.pid);
+      const mainThreadRunQueueMsPerSec =
+        runQueueBefore === undefined || runQueueAfter === undefined ? undefined : ((runQueueAfter - runQueueBefore) * 1000) / ((performance.now() - started) / 1000);
       const ingestLoopMaxBlockMs = workers === undefined ? undefined : await loopMaxMs(server);
       const acknowledged = load.requests - load.non2xx;
       acknowledgedSoFar += acknowledged;
-      rounds.push({ load, acknowledged, undeliveredAtStart, unprocessedAtStart, ingestLoopMaxBlockMs });
+      rounds.push({ load, acknowledged, undeliveredAtStart, unprocessedAtStart, ingestLoopMaxBlockMs, mainThreadRunQueueMsPerSec });
       context.log(`${label} round ${index + 1}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, max ${load.maxMs.toFixed(0)} ms, ` +
         `${undeliveredAtStart} undelivered at the start${unprocessedAtStart === undefined ? '' : ` (${unprocessedAtStart} unprocessed)`}` +
-        `${ingestLoopMaxBlockMs === undefined ? '' : `, ingest loop max ${ingestLoopMaxBlockMs.toFixed(1)} ms`}`);
+        `${ingestLoopMaxBlockMs === undefined ? '' : `, ingest loop max ${ingestLoopMaxBlockMs.toFixed(1)} ms`}` +
+        `${mainThreadRunQueueMsPerSec === undefined ? '' : `, main thread waited for a CPU ${mainThreadRunQueueMsPerSec.toFixed(0)} ms/s`}`);
     }
     const loadEnd = Date.now();
     const allDelivered = await waitDelivered(receiver, before + acknowledgedSoFar);
@@ -86,6 +100,7 @@ function roundSummary(result: RoundResult): Record<string, unknown> {
     undeliveredAtStart: result.undeliveredAtStart,
     ...(result.unprocessedAtStart === undefined ? {} : { unprocessedAtStart: result.unprocessedAtStart }),
     ...(result.ingestLoopMaxBlockMs === undefined ? {} : { ingestLoopMaxBlockMs: round(result.ingestLoopMaxBlockMs, 1) }),
+    ...(result.mainThreadRunQueueMsPerSec === undefined ? {} : { mainThreadRunQueueMsPerSec: round(result.mainThreadRunQueueMsPerSec, 0) }),
   };
 }
 

@@ -187,7 +187,7 @@ export interface StartedSide {
   readonly server: Target;
   /** The load every phase of the side puts on the server (`durationSec` to add). */
   readonly spec: Omit<LoadSpec, 'durationSec'>;
-  stop(): Promise<void>;
+  readonly stop: () => Promise<void>;
 }
 
 /**
