@@ -49,9 +49,7 @@ type StoredHeaders = HeaderDefaults & { readonly traceparent?: string | undefine
  * messages, entries built inside it, hold it ~12 ms. 1,000 spread each
  * commit's fixed cost (begin, WAL write, the raw rows' reads and delete) over
  * more messages, ~30 → ~26 µs of CPU per message in `ingest.batch`, but
- * doubled the hold; the hold is what ingest's p99 pays. On SQLite, with a
- * stage thread, a transaction also ends after 100 messages when an ingest
- * commit waits for the lock (`PROCESSING_PART` in store/sqlite/raw-queries.ts).
+ * doubled the hold; the hold is what ingest's p99 pays.
  */
 const LIMITS = { maxRequests: 500, maxMessages: 500 } as const;
 

@@ -7,12 +7,6 @@ import { type RawRequestRow, toRawRequest } from '../rows.js';
 /** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
 export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)`;
 
-/**
- * Messages per part of a processing transaction, after which it gives the
- * write lock up when another writer waits (see {@link RawQueries.process}).
- */
-export const PROCESSING_PART = 100;
-
 /** The `raw_requests` table: what ingest stores before its 200, and the processing stage's reads and deletes. */
 export class RawQueries {
   private readonly insertRaw: Statement<unknown[]>;
@@ -51,53 +45,34 @@ export class RawQueries {
    * Call inside a transaction. The store has one processor (one node), so
    * the oldest rows are its own and a delete up to the last one taken
    * removes exactly them.
-   *
-   * The rows are stored in parts of at most {@link PROCESSING_PART} messages;
-   * after each part, `yieldNow` says whether another writer waits for the
-   * write lock (ingest's commit, whose 200s wait on it): then the transaction
-   * ends with what it has stored, and the rest waits for the next one. A
-   * part is what ingest's commit can wait for, not the whole batch.
    */
   process(
     limits: { readonly maxRequests: number; readonly maxMessages: number },
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
-    yieldNow: () => boolean = () => false,
   ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean; caughtUp: boolean } {
-    const rows: { seq: number; messages: number }[] = [];
+    let last: number | undefined;
+    let count = 0;
     let messages = 0;
     // Cut short by a limit (or exactly at one): rows may be left.
     let cut = false;
     for (const row of this.oldest.iterate(limits.maxRequests + 1)) {
-      if (rows.length === limits.maxRequests || (rows.length > 0 && messages + row.message_count > limits.maxMessages)) {
+      if (count === limits.maxRequests || (count > 0 && messages + row.message_count > limits.maxMessages)) {
         cut = true;
         break;
       }
       messages += row.message_count;
-      rows.push({ seq: row.seq, messages: row.message_count });
+      last = row.seq;
+      count++;
     }
-    if (rows.length === 0) return { requests: 0, results: [], deliveriesAdded: false, caughtUp: true };
-    const entries: IngestEntry[] = [];
-    const results: AppendResult[] = [];
-    let taken = 0;
-    while (taken < rows.length) {
-      let end = taken + 1;
-      let partMessages = rows[taken]!.messages;
-      while (end < rows.length && partMessages + rows[end]!.messages <= PROCESSING_PART) partMessages += rows[end++]!.messages;
-      const part = this.range.all(rows[taken]!.seq, rows[end - 1]!.seq).map(toRawRequest);
-      const partEntries = build(part).flat();
-      results.push(...this.messages.appendInTransaction(partEntries, dedupeSince));
-      entries.push(...partEntries);
-      taken = end;
-      if (taken < rows.length && yieldNow()) {
-        cut = true;
-        break;
-      }
-    }
+    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false, caughtUp: true };
+    const taken = this.range.all(0, last).map(toRawRequest);
+    const entries = build(taken).flat();
+    const results = this.messages.appendInTransaction(entries, dedupeSince);
     this.observations.record(entries, results.map((r) => r.status));
-    this.deleteUpTo.run(rows[taken - 1]!.seq);
+    this.deleteUpTo.run(taken[taken.length - 1]!.seq);
     const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
-    return { requests: taken, results, deliveriesAdded, caughtUp: !cut };
+    return { requests: taken.length, results, deliveriesAdded, caughtUp: !cut };
   }
 
   backlogNow(): RawBacklog {

@@ -368,11 +368,7 @@ export class SqliteStore implements Store {
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
   ): Promise<RawProcessed> {
-    // Ingest's commits wait for this transaction: on the stage thread it ends
-    // after the part during which one began to wait (see RawQueries.process).
-    // With --workers 0 ingest waits on this very thread, for the whole turn anyway.
-    const ingestWaiting = (): boolean => !isMainThread && (this.writeLock?.mainThreadWaiting ?? false);
-    const processed = await this.write(() => this.db.transaction(() => this.raw.process(limits, build, dedupeSince, ingestWaiting)).immediate());
+    const processed = await this.write(() => this.db.transaction(() => this.raw.process(limits, build, dedupeSince)).immediate());
     if (processed.requests > 0) {
       this.emit('messages');
       if (processed.deliveriesAdded) this.emit('deliveries');

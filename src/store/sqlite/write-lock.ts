@@ -145,11 +145,6 @@ export class WriteLock {
     return Atomics.load(this.cells, CHECKPOINTERS) > 0;
   }
 
-  /** Whether a main-thread writer (ingest, admin API) waits for the lock: a long write on another thread should end soon. */
-  get mainThreadWaiting(): boolean {
-    return Atomics.load(this.cells, PRIORITY_WAITERS) > 0;
-  }
-
   private tryTake(): boolean {
     if (!this.priority && Atomics.load(this.cells, PRIORITY_WAITERS) > 0) return false;
     return Atomics.compareExchange(this.cells, HOLDER, 0, this.tag) === 0;
