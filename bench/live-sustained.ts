@@ -135,7 +135,8 @@ export const sustainedLiveBenches: readonly BenchDefinition[] = [
           : `unpinned: every process shares ${context.cpus.available.length} CPU(s)`,
         worstP99VsRelay,
         p99Target: '≤ 2× the relay\'s in every round',
-        rounds: perRound,
+        // One key per round (not an array), so that the Markdown report lists every round's figures.
+        ...Object.fromEntries(perRound.map(({ round: number, ...figures }) => [`round${number}`, figures])),
         relayDeliveryLagMs: relay.deliveryLagMs,
         switchyardDeliveryLagMs: threaded.deliveryLagMs,
         allDelivered: threaded.allDelivered,
