@@ -23,14 +23,14 @@ import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { spawnManaged } from './lib/children.js';
 import { freePort } from './lib/free-port.js';
-import { type LoadResult, runLoad } from './lib/http-load.js';
+import { type LoadResult, type LoadSpec, runLoad } from './lib/http-load.js';
 import { readProcessing } from './lib/processing-backlog.js';
 import { mainThreadCpuSeconds } from './lib/proc-stats.js';
 import { type Target, waitHealthy, watchChild } from './lib/target.js';
 
 const RECEIVER_SCRIPT = fileURLToPath(new URL('./lib/live-receiver.js', import.meta.url));
 const RELAY_SCRIPT = fileURLToPath(new URL('./lib/live-relay.js', import.meta.url));
-const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', properties: { orderId: 'o-1', revenue: 42.5, currency: 'EUR' } });
+export const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', properties: { orderId: 'o-1', revenue: 42.5, currency: 'EUR' } });
 /** Bounds the wait for the last acknowledged message to reach the receiver. */
 const DRAIN_TIMEOUT_MS = 180_000;
 
@@ -66,13 +66,13 @@ async function startScript(label: string, script: string, cpus: string | undefin
   return watchChild(label, child, url, {});
 }
 
-async function receivedBy(receiver: Target): Promise<number> {
+export async function receivedBy(receiver: Target): Promise<number> {
   const response = await fetch(`${receiver.url}/count`, { signal: AbortSignal.timeout(10_000) });
   return ((await response.json()) as { received: number }).received;
 }
 
 /** The ingest thread's longest event-loop delay since the last scrape (prom-client resets it per scrape). */
-async function loopMaxMs(target: Target): Promise<number | undefined> {
+export async function loopMaxMs(target: Target): Promise<number | undefined> {
   const text = await (await fetch(`${target.url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
   const value = /^switchyard_nodejs_eventloop_lag_max_seconds\s+([\d.e+-]+)$/m.exec(text)?.[1];
   return value === undefined ? undefined : Number(value) * 1000;
@@ -86,7 +86,7 @@ async function processingNearEnd(server: Target): Promise<{ unprocessed: number;
   return { unprocessed: Math.max(first.unprocessed, second.unprocessed), lagSec: Math.max(first.lagSec, second.lagSec) };
 }
 
-async function waitDelivered(receiver: Target, expected: number): Promise<boolean> {
+export async function waitDelivered(receiver: Target, expected: number): Promise<boolean> {
   const deadline = Date.now() + DRAIN_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if ((await receivedBy(receiver)) >= expected) return true;
@@ -146,6 +146,56 @@ async function createTransformation(server: Target, label: string, code: string)
  * with that many stage threads (see {@link SideOptions}).
  */
 export async function measure(context: BenchContext, label: string, workers: string | undefined, side: SideOptions = {}): Promise<SideResult> {
+  const { options } = context;
+  const { receiver, server, spec, stop } = await startSide(context, label, workers, side);
+  const { transformation } = side;
+  try {
+    context.log(`${label}: warm-up ${options.warmupSec}s`);
+    const warm = await runLoad({ ...spec, durationSec: Math.max(1, options.warmupSec) });
+    await waitDelivered(receiver, warm.requests - warm.non2xx);
+    const before = await receivedBy(receiver);
+    const cpuBefore = server.cpuSeconds() ?? NaN;
+    const mainThreadBefore = mainThreadCpuSeconds(server.pid) ?? NaN;
+    if (workers !== undefined) await loopMaxMs(server);
+    context.log(`${label}: ${options.durationSec}s at saturation, ${options.connections} connections`);
+    const load = await runLoad({ ...spec, durationSec: options.durationSec });
+    const loadEnd = Date.now();
+    const mainThreadCpu = (mainThreadCpuSeconds(server.pid) ?? NaN) - mainThreadBefore;
+    const ingestLoopMaxBlockMs = workers === undefined ? undefined : await loopMaxMs(server);
+    // Ingest reads the backlog every 200 ms: one reading now, one surely from after the load's end; the larger counts.
+    const processingAtEnd = workers === undefined ? undefined : await processingNearEnd(server);
+    const acknowledged = load.requests - load.non2xx;
+    const allDelivered = await waitDelivered(receiver, before + acknowledged);
+    const deliveryLagMs = Date.now() - loadEnd;
+    const cpu = (server.cpuSeconds() ?? NaN) - cpuBefore;
+    const heap = transformation === undefined ? undefined : await sandboxHeapBytes(server, 'transformation');
+    const failure = server.failure();
+    if (failure !== undefined) throw new Error(`${label}: ${failure}`);
+    context.log(`${label}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, lag ${deliveryLagMs} ms (${load.generator})`);
+    if (processingAtEnd !== undefined) context.log(`${label}: ${processingAtEnd.unprocessed} acknowledged messages unprocessed at the end of the load, the oldest ${processingAtEnd.lagSec.toFixed(1)} s old`);
+    return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged),
+      mainThreadCpuMicrosPerMessage: (mainThreadCpu * 1e6) / Math.max(1, acknowledged),
+      ingestLoopMaxBlockMs, processingAtEnd, sandboxHeapBytes: heap };
+  } finally {
+    await stop();
+  }
+}
+
+/** One side's processes, running and configured, ready for load. */
+export interface StartedSide {
+  readonly receiver: Target;
+  readonly server: Target;
+  /** The load every phase of the side puts on the server (`durationSec` to add). */
+  readonly spec: Omit<LoadSpec, 'durationSec'>;
+  readonly stop: () => Promise<void>;
+}
+
+/**
+ * Starts one side: the receiver in its own process, then the bare relay
+ * (`workers` undefined) or Switchyard with that many stage threads and a
+ * signed Webhooks destination to the receiver (see {@link SideOptions}).
+ */
+export async function startSide(context: BenchContext, label: string, workers: string | undefined, side: SideOptions = {}): Promise<StartedSide> {
   const { env = {}, plan, transformation } = side;
   const { options, cpus } = context;
   // The receiver stands for a remote system: it runs beside the load generator, never on the server's CPU.
@@ -175,37 +225,15 @@ export async function measure(context: BenchContext, label: string, workers: str
       }
     }
     const spec = { url: `${server.url}/v1/track`, headers: server.headers, body: BODY, connections: options.connections, cpus: cpus.loadGenerator };
-
-    context.log(`${label}: warm-up ${options.warmupSec}s`);
-    const warm = await runLoad({ ...spec, durationSec: Math.max(1, options.warmupSec) });
-    await waitDelivered(receiver, warm.requests - warm.non2xx);
-
-    const before = await receivedBy(receiver);
-    const cpuBefore = server.cpuSeconds() ?? NaN;
-    const mainThreadBefore = mainThreadCpuSeconds(server.pid) ?? NaN;
-    if (workers !== undefined) await loopMaxMs(server);
-    context.log(`${label}: ${options.durationSec}s at saturation, ${options.connections} connections`);
-    const load = await runLoad({ ...spec, durationSec: options.durationSec });
-    const loadEnd = Date.now();
-    const mainThreadCpu = (mainThreadCpuSeconds(server.pid) ?? NaN) - mainThreadBefore;
-    const ingestLoopMaxBlockMs = workers === undefined ? undefined : await loopMaxMs(server);
-    // Ingest reads the backlog every 200 ms: one reading now, one surely from after the load's end; the larger counts.
-    const processingAtEnd = workers === undefined ? undefined : await processingNearEnd(server);
-    const acknowledged = load.requests - load.non2xx;
-    const allDelivered = await waitDelivered(receiver, before + acknowledged);
-    const deliveryLagMs = Date.now() - loadEnd;
-    const cpu = (server.cpuSeconds() ?? NaN) - cpuBefore;
-    const heap = transformation === undefined ? undefined : await sandboxHeapBytes(server, 'transformation');
-    const failure = server.failure();
-    if (failure !== undefined) throw new Error(`${label}: ${failure}`);
-    context.log(`${label}: ${load.requestsPerSec.toFixed(0)} req/s, p99 ${load.p99Ms.toFixed(1)} ms, lag ${deliveryLagMs} ms (${load.generator})`);
-    if (processingAtEnd !== undefined) context.log(`${label}: ${processingAtEnd.unprocessed} acknowledged messages unprocessed at the end of the load, the oldest ${processingAtEnd.lagSec.toFixed(1)} s old`);
-    return { label, load, acknowledged, deliveryLagMs, allDelivered, cpuMicrosPerMessage: (cpu * 1e6) / Math.max(1, acknowledged),
-      mainThreadCpuMicrosPerMessage: (mainThreadCpu * 1e6) / Math.max(1, acknowledged),
-      ingestLoopMaxBlockMs, processingAtEnd, sandboxHeapBytes: heap };
-  } finally {
+    const started = server;
+    return { receiver, server, spec, stop: async () => {
+      await started.stop();
+      await receiver.stop();
+    } };
+  } catch (error) {
     await server?.stop();
     await receiver.stop();
+    throw error;
   }
 }
 

@@ -19,6 +19,7 @@ import { engageBenches } from './engage.js';
 import { functionBenches } from './function.js';
 import { ingestBenches } from './ingest.js';
 import { liveBenches } from './live.js';
+import { sustainedLiveBenches } from './live-sustained.js';
 import { planBenches } from './plan.js';
 import { otelBenches } from './otel.js';
 import { transformBenches } from './transform.js';
@@ -35,6 +36,7 @@ import { startBaseline, type Target, waitHealthy, watchChild } from './lib/targe
 const BENCHES: readonly BenchDefinition[] = [
   ...ingestBenches,
   ...liveBenches,
+  ...sustainedLiveBenches,
   ...planBenches,
   ...otelBenches,
   ...transformBenches,

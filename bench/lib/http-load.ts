@@ -160,6 +160,8 @@ export interface LoadResult {
   readonly non2xx: number;
   readonly requestsPerSec: number;
   readonly p99Ms: number;
+  /** The slowest response of the run. */
+  readonly maxMs: number;
 }
 
 export interface LoadSpec {
@@ -201,8 +203,12 @@ async function runWrk(spec: LoadSpec): Promise<LoadResult> {
     const requestsPerSec = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN);
     const p99 = /^\s+99%\s+([\d.]+)(us|ms|s|m)\s*$/m.exec(stdout);
     if (Number.isNaN(requests) || Number.isNaN(requestsPerSec) || p99 === null) throw new Error(`unreadable wrk output:\n${stdout}`);
-    const unitMs = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[p99[2] as 'us' | 'ms' | 's' | 'm'];
-    return { generator: 'wrk', requests, non2xx, requestsPerSec, p99Ms: Number(p99[1]) * unitMs };
+    const units = { us: 0.001, ms: 1, s: 1000, m: 60_000 };
+    const unitMs = units[p99[2] as keyof typeof units];
+    // `Latency   avg   stdev   max   +/- stdev`: the third value is the slowest response.
+    const max = /^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s|m)\s/m.exec(stdout);
+    const maxMs = max === null ? NaN : Number(max[1]) * units[max[2] as keyof typeof units];
+    return { generator: 'wrk', requests, non2xx, requestsPerSec, p99Ms: Number(p99[1]) * unitMs, maxMs };
   } finally {
     removeTempDir(dir);
   }
@@ -224,13 +230,14 @@ async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
     spec.url,
   ]);
   const { stdout } = await run(file, args, { timeout: (spec.durationSec + 30) * 1000, maxBuffer: 16 * 1024 * 1024 });
-  const result = JSON.parse(stdout) as { requests: { total: number; average: number }; latency: { p99: number }; non2xx: number; duration: number };
+  const result = JSON.parse(stdout) as { requests: { total: number; average: number }; latency: { p99: number; max: number }; non2xx: number; duration: number };
   return {
     generator: 'autocannon',
     requests: result.requests.total,
     non2xx: result.non2xx,
     requestsPerSec: result.requests.total / result.duration,
     p99Ms: result.latency.p99,
+    maxMs: result.latency.max,
   };
 }
 

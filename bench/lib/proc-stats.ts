@@ -30,6 +30,21 @@ export function mainThreadCpuSeconds(pid: number): number | undefined {
   return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
 }
 
+/**
+ * Seconds the main thread of process `pid` has spent runnable but waiting
+ * for a CPU (`/proc/<pid>/task/<pid>/schedstat`, second field): how long
+ * the scheduler, not the thread's own work, held it up. Undefined where
+ * the kernel keeps no schedstat.
+ */
+export function mainThreadRunQueueSeconds(pid: number): number | undefined {
+  try {
+    const waited = Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isNaN(waited) ? undefined : waited / 1e9;
+  } catch {
+    return undefined;
+  }
+}
+
 function statCpuSeconds(file: string): number | undefined {
   try {
     const stat = readFileSync(file, 'utf8');
