@@ -97,6 +97,8 @@ describeBrowser('the console: tracking plan violation counts and observed schema
     assert.deepEqual(paths, ['items | array | 1', 'items[] | object | 1', 'items[].sku | string | 1', 'revenue | string, integer, boolean | 4']);
     const identify = entries.filter({ hasText: 'identify' });
     await identify.locator('summary').click();
+    // Its rows render after the click: wait for them before reading (read at once, a fast machine found none).
+    await identify.locator('tbody tr').first().waitFor();
     assert.deepEqual(
       await Promise.all((await identify.locator('tbody tr').all()).map(async (row) => (await row.locator('td').allTextContents()).join(' | '))),
       ['plan | string | 1', 'seats | integer | 1'],
