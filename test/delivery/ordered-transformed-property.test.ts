@@ -5,30 +5,17 @@
  * and a replay (which runs the transformation again) keeps the same order.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { after, describe, it } from 'node:test';
-import { type ChildSwitchyard, startChildSwitchyard } from '../helpers/child-switchyard.js';
-import { OrderReceiver, type OrderReply } from '../helpers/order-receiver.js';
-import { describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { it } from 'node:test';
+import type { OrderReceiver } from '../helpers/order-receiver.js';
+import { ORDERED_ENV, type StoreEnv, describeOnBothStores, flakyOrderReceiver, randomKeyed, startOrderedNodes } from '../helpers/ordered-rig.js';
 import { seededRandom } from '../helpers/seeded-random.js';
-import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
+import { eventually } from '../helpers/switchyard.js';
 
 const MESSAGES = 120;
 const USERS = 5;
 const PER_REQUEST = 4;
-const TIMEOUT_MS = 300;
 /** A message's outputs are numbered i × PARTS + part, so the receiver's order check covers a split's parts. */
 const PARTS = 4;
-
-const ENV = {
-  SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true',
-  SWITCHYARD_DELIVERY_TIMEOUT_MS: String(TIMEOUT_MS),
-  SWITCHYARD_RETRY_BASE_MS: '20',
-  SWITCHYARD_RETRY_MAX_DELAY_MS: '200',
-  SWITCHYARD_RETRY_WINDOW_MS: '120000',
-};
 
 /** What the transformation does with a message is written in it, so the test knows what must arrive. */
 const CODE = `export function transformEvent(event) {
@@ -73,27 +60,15 @@ interface Outcome {
  * of them all. Resolves when every expected output (and the replay's) was
  * answered 2xx.
  */
-async function run(storeEnv: () => Promise<Record<string, string>>, ordering: 'none' | 'user', seed: number, nodeCount: number, replay: boolean): Promise<Outcome> {
+async function run(storeEnv: StoreEnv, ordering: 'none' | 'user', seed: number, nodeCount: number, replay: boolean): Promise<Outcome> {
   const random = seededRandom(seed);
-  const answers = seededRandom(seed + 1);
-  const receiver = await new OrderReceiver((): OrderReply => {
-    const r = answers();
-    if (r < 0.12) return { status: 503, delayMs: Math.floor(answers() * 20) };
-    if (r < 0.16) return { status: 200, delayMs: TIMEOUT_MS * 2 }; // the sender times out
-    return { status: 200, delayMs: Math.floor(answers() * 40) };
-  }).listen();
-  const env = { ...ENV, ...(await storeEnv()) };
-  const nodes: ChildSwitchyard[] = [];
+  const receiver = await flakyOrderReceiver(seed + 1);
+  const env = { ...ORDERED_ENV, ...(await storeEnv()) };
+  const { admin, sendBatch, stop } = await startOrderedNodes(env, nodeCount).catch(async (error: unknown) => {
+    await receiver.close();
+    throw error;
+  });
   try {
-    for (let i = 0; i < nodeCount; i++) nodes.push(await startChildSwitchyard(env));
-    const admin = async (method: string, route: string, body?: unknown): Promise<any> => {
-      const response = await fetch(`${nodes.at(-1)!.url}/admin/v1${route}`, {
-        method,
-        headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: response.status, body: await response.json() };
-    };
     const source = (await admin('POST', '/sources', { name: 'ordered' })).body as { id: string; writeKey: string };
     const transformation = await admin('POST', '/transformations', { name: 'fates', code: CODE });
     assert.equal(transformation.status, 201, JSON.stringify(transformation.body));
@@ -109,20 +84,12 @@ async function run(storeEnv: () => Promise<Record<string, string>>, ordering: 'n
     for (let start = 0, request = 0; start < MESSAGES; start += PER_REQUEST, request++) {
       const batch = [];
       for (let i = start; i < Math.min(MESSAGES, start + PER_REQUEST); i++) {
-        const user = `u${Math.floor(random() * USERS)}`;
-        // Some users are known only by an anonymousId: the key then.
-        const who = Number(user.slice(1)) % 3 === 0 ? { anonymousId: user } : { userId: user };
+        const who = randomKeyed(random, USERS);
         const fate = fateOf(random);
         for (const index of outputsOf(i, fate)) expected.add(index);
         batch.push({ type: 'track', event: 'E', ...who, properties: { i, ...fate } });
       }
-      const node = nodes[request % nodes.length]!;
-      const response = await fetch(`${node.url}/v1/batch`, {
-        method: 'POST',
-        headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
-        body: JSON.stringify({ batch }),
-      });
-      assert.equal(response.status, 200);
+      await sendBatch(request, source.writeKey, batch);
     }
     const live = (): Set<number> => receiver.answeredBy.get('live') ?? new Set();
     await eventually(() => (live().size === expected.size ? true : undefined), 120_000, `all ${expected.size} live outputs answered 2xx`);
@@ -134,7 +101,7 @@ async function run(storeEnv: () => Promise<Record<string, string>>, ordering: 'n
     await eventually(async () => ((await admin('GET', `/replays/${replayId}`)).body.status === 'done' ? true : undefined), 120_000, 'the replay to end');
     return { receiver, expected, replayId };
   } finally {
-    for (const node of nodes) await node.kill('SIGKILL');
+    await stop();
     await receiver.close();
   }
 }
@@ -158,7 +125,7 @@ function assertOrdered(outcome: Outcome, seed: number): void {
   );
 }
 
-function suite(storeEnv: () => Promise<Record<string, string>>, nodes: number): void {
+function suite(storeEnv: StoreEnv, nodes: number): void {
   it('with ordering "user" and a transformation that drops, splits and fails: one request per key at a time, in order, nothing lost or extra, and a replay alike', async () => {
     for (const seed of [21, 22]) {
       assertOrdered(await run(storeEnv, 'user', seed, nodes, seed === 21), seed);
@@ -171,26 +138,8 @@ function suite(storeEnv: () => Promise<Record<string, string>>, nodes: number): 
   });
 }
 
-describe('ordered delivery through a transformation, property (SQLite)', { timeout: 600_000 }, () => {
-  const dirs: string[] = [];
-  after(async () => {
-    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
-  });
-  suite(async () => {
-    const dir = await mkdtemp(path.join(tmpdir(), 'switchyard-ordered-transformed-'));
-    dirs.push(dir);
-    return { SWITCHYARD_DATA_DIR: dir };
-  }, 1);
-});
-
-await describePostgres('ordered delivery through a transformation, property (two nodes on one PostgreSQL)', () => {
-  const drops: Array<() => Promise<void>> = [];
-  after(async () => {
-    for (const drop of drops) await drop();
-  });
-  suite(async () => {
-    const db = await freshDatabase();
-    drops.push(() => db.drop());
-    return { DATABASE_URL: db.url };
-  }, 2);
-});
+await describeOnBothStores(
+  { sqlite: 'ordered delivery through a transformation, property (SQLite)', postgres: 'ordered delivery through a transformation, property (two nodes on one PostgreSQL)' },
+  600_000,
+  suite,
+);
