@@ -11,6 +11,7 @@ import type {
 import type { TrafficQueries } from './traffic-queries.js';
 import type { DeliveryTarget } from '../../domain/routing.js';
 import { DeliveryOrder } from './delivery-order.js';
+import { UNINDEXED_SEQS } from './message-keys.js';
 import { type AttemptRow, type DeliveryRow, toAttemptRecord, toDeliveryRecord } from '../rows.js';
 
 /**
@@ -148,8 +149,9 @@ export class DeliveryQueries {
   /**
    * Newest first, each with its message's body. A filter by user or
    * messageId starts from the messages message_keys names (see its
-   * migration) and reaches their deliveries by deliveries_by_message: it
-   * never walks the queue. The columns confirm the match.
+   * migration) and the few not indexed yet (message-keys.ts), and reaches
+   * their deliveries by deliveries_by_message: it never walks the queue.
+   * The columns confirm the match.
    */
   list(filter: DeliveryFilter): DeliveryRecord[] {
     const keys = [filter.messageId !== undefined && messageKey('m', filter.messageId), filter.userId !== undefined && messageKey('u', filter.userId)].filter(
@@ -160,7 +162,7 @@ export class DeliveryQueries {
         WHERE (@sourceId IS NULL OR d.source_id = @sourceId)
           AND (@status IS NULL OR d.status = @status)
           AND (@beforeId IS NULL OR d.id < @beforeId)
-          ${keys.length > 0 ? 'AND d.message_seq IN (SELECT rowid FROM message_keys WHERE message_keys MATCH @keys)' : ''}
+          ${keys.length > 0 ? `AND d.message_seq IN (SELECT rowid FROM message_keys WHERE message_keys MATCH @keys UNION ALL SELECT seq FROM messages WHERE ${UNINDEXED_SEQS})` : ''}
           ${filter.userId !== undefined ? 'AND m.user_id = @userId' : ''}
           ${filter.messageId !== undefined ? 'AND m.message_id = @messageId' : ''}
         ORDER BY d.id DESC LIMIT @limit`;

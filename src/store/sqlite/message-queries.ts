@@ -5,6 +5,7 @@ import { type MessageRow, toStoredMessage } from '../rows.js';
 import { destinationScope } from '../../domain/delivery-order.js';
 import { DeliveryOrder } from './delivery-order.js';
 import { DedupeIndex } from './dedupe-index.js';
+import { MessageKeyIndex } from './message-keys.js';
 import type { TrafficQueries } from './traffic-queries.js';
 
 const PRUNE_BATCH = 2_000;
@@ -20,6 +21,7 @@ export class MessageQueries {
   private readonly insertDelivery: Statement<[string, number, string, string, number, number, number]>;
   private readonly insertOrdered: Statement<[string, number, string, string, number | null, number | null, number, number]>;
   private readonly order: DeliveryOrder;
+  private readonly keys: MessageKeyIndex;
   private readonly recent: Statement<[string, number], MessageRow>;
   private readonly after: Statement<[string, number, number], MessageRow>;
   private readonly countAfter: Statement<[string, number]>;
@@ -53,6 +55,7 @@ export class MessageQueries {
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, after_id, created_at, updated_at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
     this.order = new DeliveryOrder(db);
+    this.keys = new MessageKeyIndex(db);
     this.recent = db.prepare(`SELECT * FROM messages WHERE source_id = ? ORDER BY seq DESC LIMIT ?`);
     this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
     this.countAfter = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ?`).pluck();
@@ -141,6 +144,7 @@ export class MessageQueries {
         entry.traceparent ?? null,
       ).lastInsertRowid,
     );
+    this.keys.noteInserted(seq);
     if (status === 'accepted') {
       for (const destination of entry.destinations) {
         // A transformed destination's delivery waits for the transform stage
