@@ -51,10 +51,15 @@ describeBrowser('the console: replays', () => {
 
   it('cancels a running replay', async () => {
     receiver.reply = () => ({ hang: true });
+    const replaysBefore = (await sy.admin('GET', `/sources/${source.id}/replays`)).body.replays.length;
     await page.getByLabel('Only these track events').fill('');
     await page.getByRole('button', { name: 'Start replay' }).click();
-    await page.getByRole('status').filter({ hasText: /Started replay \S+; its progress/ }).waitFor();
-    const [replay] = (await sy.admin('GET', `/sources/${source.id}/replays`)).body.replays;
+    // The previous test's "Started replay …" may still show until this one's answer: wait for this replay by its id.
+    const replay = await eventually(async () => {
+      const { replays } = (await sy.admin('GET', `/sources/${source.id}/replays`)).body;
+      return replays.length > replaysBefore ? replays[0] : undefined;
+    }, 10_000, 'the new replay');
+    await page.getByRole('status').filter({ hasText: `Started replay ${replay.id}; its progress` }).waitFor();
     assert.equal(replay.status, 'running');
     await page.getByRole('button', { name: `Cancel replay ${replay.id}` }).click();
     await page.getByRole('status').filter({ hasText: `Cancelled replay ${replay.id}` }).waitFor();
