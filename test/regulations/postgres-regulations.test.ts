@@ -163,7 +163,8 @@ await describePostgres('regulations, the debugger and the CLI on PostgreSQL, two
       child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
       child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
       await eventually(() => (out.includes('"event":"Before"') ? true : undefined), 10_000, `the recent message (stderr: ${err})`);
-      await nodeB.send('/v1/track', source.writeKey, { userId: 'u', event: 'Followed' });
+      // Node B learns of the new source within its config poll; a 401 stores nothing, so it is sent again.
+      await eventually(async () => ((await nodeB.send('/v1/track', source.writeKey, { userId: 'u', event: 'Followed' })).status === 401 ? undefined : true), 10_000, 'node B knowing the source');
       await eventually(() => (out.includes('"event":"Followed"') ? true : undefined), 10_000, 'the followed message');
       child.kill('SIGINT');
       const [code] = (await once(child, 'exit')) as [number | null];
