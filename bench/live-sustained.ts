@@ -13,7 +13,7 @@ import { runLoad, type LoadResult } from './lib/http-load.js';
 import { readProcessing } from './lib/processing-backlog.js';
 import { mainThreadRunQueueSeconds } from './lib/proc-stats.js';
 import { waitForQuiet } from './lib/wait-for-quiet.js';
-import { loopMaxMs, receivedBy, round, serversGetTwoCpus, startSide, waitDelivered } from './live.js';
+import { loopMaxMs, receivedBy, round, serversGetTwoCpus, stageThreadWorkers, startSide, waitDelivered } from './live.js';
 
 const ROUNDS = 3;
 const ROUND_SEC = 8;
@@ -110,7 +110,7 @@ export const sustainedLiveBenches: readonly BenchDefinition[] = [
     async run(pinnedContext): Promise<BenchReport> {
       const context = serversGetTwoCpus(pinnedContext);
       const relay = await measureSustained(context, 'bare relay', undefined);
-      const threaded = await measureSustained(context, 'switchyard (stage thread)', String(Math.max(1, (await import('node:os')).availableParallelism() - 1)));
+      const threaded = await measureSustained(context, 'switchyard (stage thread)', stageThreadWorkers());
       const perRound = threaded.rounds.map((side, index) => {
         const baseline = relay.rounds[index]!;
         return {

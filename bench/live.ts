@@ -19,6 +19,7 @@
  * measure the total CPU per message (reported anyway, as
  * `cpuMicrosPerMessage`), not the design. The report says which ran.
  */
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { spawnManaged } from './lib/children.js';
@@ -254,6 +255,11 @@ export function summary(side: SideResult): Record<string, unknown> {
   };
 }
 
+/** `--workers` for Switchyard with its stage thread, as `serve` picks by default on this machine (cores - 1, at least 1). */
+export function stageThreadWorkers(): string {
+  return String(Math.max(1, availableParallelism() - 1));
+}
+
 /** The context to measure in: pinned only when the servers get two CPUs or more (see the top of this file). */
 export function serversGetTwoCpus(context: BenchContext): BenchContext {
   const serverCpus = context.cpus.server?.split(',').length;
@@ -268,7 +274,7 @@ export const liveBenches: readonly BenchDefinition[] = [
     async run(pinnedContext): Promise<BenchReport> {
       const context = serversGetTwoCpus(pinnedContext);
       const relay = await measure(context, 'bare relay', undefined);
-      const threaded = await measure(context, 'switchyard (stage thread)', String(Math.max(1, (await import('node:os')).availableParallelism() - 1)));
+      const threaded = await measure(context, 'switchyard (stage thread)', stageThreadWorkers());
       const single = await measure(context, 'switchyard (--workers 0)', '0');
       const ratio = threaded.load.requestsPerSec / relay.load.requestsPerSec;
       const p99VsRelay = threaded.load.p99Ms / relay.load.p99Ms;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
-import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+import { type TestSwitchyard, sendWhenKnown, startTestSwitchyard } from '../helpers/switchyard.js';
 
 type Observed = {
   from: string;
@@ -189,15 +189,7 @@ await describePostgres('observed schema on PostgreSQL', () => {
     try {
       const source = await nodeA.createSource('two-nodes');
       const batch = (n: number) => ({ batch: Array.from({ length: 50 }, (_, i) => ({ type: 'track', userId: `u${n}-${i}`, event: i % 2 === 0 ? 'Even' : 'Odd', properties: { n, [`k${i % 5}`]: i } })) });
-      // Node B learns of a source made on node A within its config poll; a 401 stores nothing, so that batch is sent again.
-      const send = (n: number) => {
-        const node = n % 2 === 0 ? nodeA : nodeB;
-        return eventually(async () => {
-          const answer = await node.send('/v1/batch', source.writeKey, batch(n));
-          return answer.status === 401 ? undefined : answer;
-        }, 10_000, 'both nodes knowing the new source');
-      };
-      const sends = Array.from({ length: 10 }, (_, n) => send(n));
+      const sends = Array.from({ length: 10 }, (_, n) => sendWhenKnown(n % 2 === 0 ? nodeA : nodeB, '/v1/batch', source.writeKey, batch(n)));
       assert.deepEqual((await Promise.all(sends)).map((answer) => answer.status), Array(10).fill(200));
       await Promise.all([nodeA.processed(), nodeB.processed()]);
       const observed = (await nodeB.admin('GET', `/sources/${source.id}/schema`)).body as Observed;

@@ -106,3 +106,14 @@ export async function eventually<T>(check: () => Promise<T | undefined> | T | un
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/**
+ * Sends to `node` until it knows the write key: a node learns of a source
+ * made on another node within its config poll, and a 401 stores nothing.
+ */
+export function sendWhenKnown(node: TestSwitchyard, route: string, writeKey: string, body: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  return eventually(async () => {
+    const answer = await node.send(route, writeKey, body);
+    return answer.status === 401 ? undefined : answer;
+  }, timeoutMs, `${node.url} knowing the write key`);
+}

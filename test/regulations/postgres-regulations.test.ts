@@ -13,7 +13,7 @@ import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, query } from '../helpers/postgres.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { SseReader, StreamEnded } from '../helpers/sse.js';
-import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
+import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, sendWhenKnown, startTestSwitchyard } from '../helpers/switchyard.js';
 import { sourceWithWebhooks } from '../helpers/webhooks.js';
 
 const BIN = path.resolve(import.meta.dirname, '..', '..', '..', 'bin', 'switchyard.js');
@@ -163,8 +163,7 @@ await describePostgres('regulations, the debugger and the CLI on PostgreSQL, two
       child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
       child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
       await eventually(() => (out.includes('"event":"Before"') ? true : undefined), 10_000, `the recent message (stderr: ${err})`);
-      // Node B learns of the new source within its config poll; a 401 stores nothing, so it is sent again.
-      await eventually(async () => ((await nodeB.send('/v1/track', source.writeKey, { userId: 'u', event: 'Followed' })).status === 401 ? undefined : true), 10_000, 'node B knowing the source');
+      await sendWhenKnown(nodeB, '/v1/track', source.writeKey, { userId: 'u', event: 'Followed' });
       await eventually(() => (out.includes('"event":"Followed"') ? true : undefined), 10_000, 'the followed message');
       child.kill('SIGINT');
       const [code] = (await once(child, 'exit')) as [number | null];
