@@ -61,14 +61,22 @@ await describePostgres('transformations on two PostgreSQL nodes', () => {
       settings: { webhooks: [{ url: receiver.url }], transformation: { id: transformation.id } },
     });
 
-    // Ten messages through each node; until b has seen the destination (config
-    // by NOTIFY, within a second), its messages may go untransformed, so wait
-    // for b to route one before counting.
+    // Ten messages through each node. Until b has seen the source and its
+    // destination (config by NOTIFY, or its poll on a loaded machine), b
+    // answers 401 (nothing stored) or routes untransformed, so wait for b to
+    // transform one before counting.
     const send = async (node: ChildSwitchyard, run: string, n: number): Promise<void> => {
       await call(node, 'POST', '/v1/track', { userId: `u${n}`, event: 'E', properties: { run, n } }, basicAuth(source.writeKey));
     };
     await eventually(async () => {
-      await send(b, 'warm-up', 0);
+      const response = await fetch(`${b.url}/v1/track`, {
+        method: 'POST',
+        headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
+        body: JSON.stringify({ userId: 'u0', event: 'E', properties: { run: 'warm-up', n: 0 } }),
+      });
+      await response.arrayBuffer();
+      if (response.status === 401) return undefined; // b does not know the source yet
+      assert.equal(response.status, 200);
       return shapedBy('warm-up').get('0') === 'v1' ? true : undefined;
     }, 30_000, 'node b to transform');
     for (let n = 0; n < 20; n++) await send(n % 2 === 0 ? a : b, 'first', n);
