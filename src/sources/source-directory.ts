@@ -46,8 +46,8 @@ export class SourceDirectory {
    * reloads while its version stays current.
    */
   private readonly compiled = new Map<string, { readonly record: TrackingPlanRecord; readonly plan: CompiledPlan | undefined }>();
-  /** {@link anyOrderedWebhooks} of one loaded snapshot. */
-  private ordered: { readonly of: Snapshot; readonly value: boolean } | undefined;
+  /** {@link anyOrderedWebhooks} and {@link anyTransformations} of one loaded snapshot. */
+  private summary: { readonly of: Snapshot; readonly ordered: boolean; readonly transformed: boolean } | undefined;
 
   constructor(
     store: DirectorySource,
@@ -157,12 +157,30 @@ export class SourceDirectory {
    * by side.
    */
   anyOrderedWebhooks(): boolean {
+    return this.summarize().ordered;
+  }
+
+  /**
+   * Whether some source's enabled Webhooks destination has a transformation
+   * attached: only then does processing create deliveries that wait for
+   * one, so the transform stage looks for them on every new delivery only
+   * then (its poll still finds any left from before).
+   */
+  anyTransformations(): boolean {
+    return this.summarize().transformed;
+  }
+
+  private summarize(): { readonly ordered: boolean; readonly transformed: boolean } {
     const current = this.snapshot.current;
-    if (this.ordered?.of !== current) {
-      const value = [...current.webhooks.values()].some((d) => d.enabled && d.check.ok && d.check.settings.ordering === 'user');
-      this.ordered = { of: current, value };
+    if (this.summary?.of !== current) {
+      const enabled = [...current.webhooks.values()].filter((d) => d.enabled && d.check.ok);
+      this.summary = {
+        of: current,
+        ordered: enabled.some((d) => d.check.ok && d.check.settings.ordering === 'user'),
+        transformed: enabled.some((d) => d.check.ok && d.check.settings.transformation !== undefined),
+      };
     }
-    return this.ordered.value;
+    return this.summary;
   }
 
   /** Kinds of the source's destinations that are enabled. */

@@ -12,6 +12,7 @@ export class DeliveryOrder {
   private readonly open: Statement<[number], { one: number }>;
   private readonly moveTail: Statement<[string, string, number]>;
   private readonly release: Statement<[number, number, number]>;
+  private readonly waiting: Statement<[], { one: number }>;
   private readonly pruneTails: Statement<[number]>;
   private readonly tailNames: Statement<[string, string, number], { one: number }>;
   private readonly successor: Statement<[number, number], { one: number }>;
@@ -30,6 +31,8 @@ export class DeliveryOrder {
     this.release = db.prepare(`
       UPDATE deliveries SET next_attempt_at = ?, updated_at = ?
       WHERE after_id = ? AND status = 'pending' AND next_attempt_at IS NULL`);
+    // The partial index deliveries_waiting holds exactly these rows.
+    this.waiting = db.prepare(`SELECT 1 AS one FROM deliveries WHERE status = 'pending' AND next_attempt_at IS NULL LIMIT 1`);
     this.pruneTails = db.prepare(`
       DELETE FROM delivery_tails WHERE (scope, order_key) IN (
         SELECT t.scope, t.order_key FROM delivery_tails t LEFT JOIN deliveries d ON d.id = t.delivery_id
@@ -104,6 +107,11 @@ export class DeliveryOrder {
    */
   pruneEnded(limit: number): number {
     return this.pruneTails.run(limit).changes;
+  }
+
+  /** Whether any delivery waits behind another (see {@link releaseAfter}). */
+  anyWaiting(): boolean {
+    return this.waiting.get() !== undefined;
   }
 
   /** Makes the delivery waiting behind `endedId` (if any) due at `at`; resolves how many. */

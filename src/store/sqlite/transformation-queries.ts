@@ -1,4 +1,4 @@
-import type { Database, Transaction } from 'better-sqlite3';
+import type { Database, Statement, Transaction } from 'better-sqlite3';
 import type { OrderPlace } from '../../domain/delivery-order.js';
 import { DeliveryOrder } from './delivery-order.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
@@ -11,13 +11,27 @@ interface TransformationRow {
   updated_at: number;
 }
 
+interface WaitingRow {
+  id: number;
+  source_id: string;
+  message_seq: number;
+  replay_id: string | null;
+  message_id: string | null;
+  body: string | null;
+  traceparent: string | null;
+}
+
 const toRecord = (row: TransformationRow): TransformationRecord => ({ id: row.id, name: row.name, version: row.latest_version, createdAt: row.created_at, updatedAt: row.updated_at });
 
 /** Transformations, their versions, and the deliveries waiting for one. */
 export class TransformationQueries {
   private readonly finishTx: Transaction<(results: readonly TransformResult[]) => void>;
+  private readonly waiting: Statement<[string, number], WaitingRow>;
 
   constructor(private readonly db: Database) {
+    this.waiting = db.prepare(`
+      SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body, m.traceparent FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
+      WHERE d.status = 'transforming' AND d.source_id NOT IN (SELECT value FROM json_each(?)) ORDER BY d.id LIMIT ?`);
     const order = new DeliveryOrder(db);
     // Pending, and waiting until the body and due time are decided (below, in the same transaction).
     const toPending = db.prepare(`UPDATE deliveries SET status = 'pending', next_attempt_at = NULL, updated_at = ? WHERE id = ? AND status = 'transforming' RETURNING after_id`);
@@ -143,11 +157,7 @@ export class TransformationQueries {
   }
 
   transforming(limit: number, skipSourceIds: readonly string[]): TransformingDelivery[] {
-    const rows = this.db
-      .prepare(`
-        SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body, m.traceparent FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
-        WHERE d.status = 'transforming' AND d.source_id NOT IN (SELECT value FROM json_each(?)) ORDER BY d.id LIMIT ?`)
-      .all(JSON.stringify(skipSourceIds), limit) as Array<{ id: number; source_id: string; message_seq: number; replay_id: string | null; message_id: string | null; body: string | null; traceparent: string | null }>;
+    const rows = this.waiting.all(JSON.stringify(skipSourceIds), limit);
     return rows.map((row) => ({
       id: row.id,
       sourceId: row.source_id,
