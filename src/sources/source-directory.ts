@@ -173,11 +173,11 @@ export class SourceDirectory {
   private summarize(): { readonly ordered: boolean; readonly transformed: boolean } {
     const current = this.snapshot.current;
     if (this.summary?.of !== current) {
-      const enabled = [...current.webhooks.values()].filter((d) => d.enabled && d.check.ok);
+      const settings = [...current.webhooks.values()].flatMap((d) => (d.enabled && d.check.ok ? [d.check.settings] : []));
       this.summary = {
         of: current,
-        ordered: enabled.some((d) => d.check.ok && d.check.settings.ordering === 'user'),
-        transformed: enabled.some((d) => d.check.ok && d.check.settings.transformation !== undefined),
+        ordered: settings.some((s) => s.ordering === 'user'),
+        transformed: settings.some((s) => s.transformation !== undefined),
       };
     }
     return this.summary;

@@ -13,7 +13,7 @@ import { type ChildSwitchyard, startChildSwitchyard } from './child-switchyard.j
 import { OrderReceiver, type OrderReply } from './order-receiver.js';
 import { describePostgres, freshDatabase } from './postgres.js';
 import { seededRandom } from './seeded-random.js';
-import { TEST_ADMIN_TOKEN, basicAuth, eventually } from './switchyard.js';
+import { TEST_ADMIN_TOKEN, basicAuth, untilKeyKnown } from './switchyard.js';
 
 /** The delivery timeout of the nodes: the receiver answers some requests after twice this. */
 export const ORDERED_TIMEOUT_MS = 300;
@@ -74,19 +74,16 @@ export async function startOrderedNodes(env: Record<string, string>, count: numb
     },
     sendBatch: async (request, writeKey, batch) => {
       const node = nodes[request % nodes.length]!;
-      // A node learns of a source made on another node by NOTIFY or, on a
-      // loaded machine, its config poll; until then it answers 401 and
-      // stores nothing, so sending again is safe.
-      const status = await eventually(async () => {
-        const response = await fetch(`${node.url}/v1/batch`, {
+      const response = await untilKeyKnown(node.url, async () => {
+        const answer = await fetch(`${node.url}/v1/batch`, {
           method: 'POST',
           headers: { authorization: basicAuth(writeKey), 'content-type': 'application/json' },
           body: JSON.stringify({ batch }),
         });
-        await response.arrayBuffer();
-        return response.status === 401 ? undefined : response.status;
-      }, 10_000, `${node.url} knowing the write key`);
-      assert.equal(status, 200);
+        await answer.arrayBuffer();
+        return answer;
+      });
+      assert.equal(response.status, 200);
     },
     stop,
   };

@@ -108,12 +108,19 @@ export async function eventually<T>(check: () => Promise<T | undefined> | T | un
 }
 
 /**
- * Sends to `node` until it knows the write key: a node learns of a source
- * made on another node within its config poll, and a 401 stores nothing.
+ * Makes `send` again while it answers 401: a node learns of a source made
+ * on another node by NOTIFY or, on a loaded machine, its config poll, and
+ * a 401 stores nothing, so sending again is safe. Resolves the first other
+ * answer.
  */
-export function sendWhenKnown(node: TestSwitchyard, route: string, writeKey: string, body: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+export function untilKeyKnown<T extends { readonly status: number }>(url: string, send: () => Promise<T>, timeoutMs = 10_000): Promise<T> {
   return eventually(async () => {
-    const answer = await node.send(route, writeKey, body);
+    const answer = await send();
     return answer.status === 401 ? undefined : answer;
-  }, timeoutMs, `${node.url} knowing the write key`);
+  }, timeoutMs, `${url} knowing the write key`);
+}
+
+/** {@link untilKeyKnown} for a node of this process. */
+export function sendWhenKnown(node: TestSwitchyard, route: string, writeKey: string, body: unknown, timeoutMs = 10_000): Promise<{ status: number; body: any }> {
+  return untilKeyKnown(node.url, () => node.send(route, writeKey, body), timeoutMs);
 }

@@ -9,7 +9,7 @@ import { after, before, it } from 'node:test';
 import { type ChildSwitchyard, startChildSwitchyard } from '../helpers/child-switchyard.js';
 import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
-import { TEST_ADMIN_TOKEN, basicAuth, eventually } from '../helpers/switchyard.js';
+import { TEST_ADMIN_TOKEN, basicAuth, eventually, untilKeyKnown } from '../helpers/switchyard.js';
 
 const versionCode = (tag: string): string => `export function transformEvent(event) {
   event.properties.shapedBy = '${tag}';
@@ -69,13 +69,15 @@ await describePostgres('transformations on two PostgreSQL nodes', () => {
       await call(node, 'POST', '/v1/track', { userId: `u${n}`, event: 'E', properties: { run, n } }, basicAuth(source.writeKey));
     };
     await eventually(async () => {
-      const response = await fetch(`${b.url}/v1/track`, {
-        method: 'POST',
-        headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
-        body: JSON.stringify({ userId: 'u0', event: 'E', properties: { run: 'warm-up', n: 0 } }),
+      const response = await untilKeyKnown(b.url, async () => {
+        const answer = await fetch(`${b.url}/v1/track`, {
+          method: 'POST',
+          headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' },
+          body: JSON.stringify({ userId: 'u0', event: 'E', properties: { run: 'warm-up', n: 0 } }),
+        });
+        await answer.arrayBuffer();
+        return answer;
       });
-      await response.arrayBuffer();
-      if (response.status === 401) return undefined; // b does not know the source yet
       assert.equal(response.status, 200);
       return shapedBy('warm-up').get('0') === 'v1' ? true : undefined;
     }, 30_000, 'node b to transform');
