@@ -18,10 +18,14 @@
  * stage thread would share the ingest thread's core and the ratio would
  * measure the total CPU per message (reported anyway, as
  * `cpuMicrosPerMessage`), not the design. The report says which ran.
+ *
+ * `ingest.live.stores` (with `--store postgres`): the Switchyard side alone,
+ * on the embedded store and on a scratch PostgreSQL database in the same
+ * run, alternated; the ratio is PostgreSQL's rate over SQLite's.
  */
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
+import type { BenchContext, BenchDefinition, BenchReport, StoreKind } from './lib/bench-types.js';
 import { spawnManaged } from './lib/children.js';
 import { freePort } from './lib/free-port.js';
 import { type LoadResult, type LoadSpec, runLoad } from './lib/http-load.js';
@@ -32,6 +36,8 @@ import { type Target, waitHealthy, watchChild } from './lib/target.js';
 const RECEIVER_SCRIPT = fileURLToPath(new URL('./lib/live-receiver.js', import.meta.url));
 const RELAY_SCRIPT = fileURLToPath(new URL('./lib/live-relay.js', import.meta.url));
 export const BODY = JSON.stringify({ userId: 'bench-user', event: 'Order Completed', properties: { orderId: 'o-1', revenue: 42.5, currency: 'EUR' } });
+/** `ingest.live.stores`: PostgreSQL's rate as a share of the embedded store's (issue 28). */
+const STORES_TARGET = 0.5;
 /** Bounds the wait for the last acknowledged message to reach the receiver. */
 const DRAIN_TIMEOUT_MS = 180_000;
 
@@ -294,6 +300,37 @@ export const liveBenches: readonly BenchDefinition[] = [
         relay: summary(relay),
         switchyard: summary(threaded),
         switchyardWorkers0: summary(single),
+      };
+    },
+  },
+  {
+    // Issue 28's third target, in one run: the two stores of the same build, alternated.
+    name: 'ingest.live.stores',
+    stores: ['postgres'],
+    async run(pinnedContext): Promise<BenchReport> {
+      const context = serversGetTwoCpus(pinnedContext);
+      const workers = stageThreadWorkers();
+      const sides: Record<StoreKind, SideResult[]> = { sqlite: [], postgres: [] };
+      // ABBA, each phase a fresh server on a fresh store, so that drift lands on both stores alike.
+      for (const store of ['sqlite', 'postgres', 'postgres', 'sqlite'] as const) {
+        sides[store].push(await measure(context.onStore(store), `switchyard on ${store} (${sides[store].length + 1})`, workers));
+      }
+      const rate = (results: readonly SideResult[]): number => results.reduce((sum, side) => sum + side.load.requestsPerSec, 0) / results.length;
+      const ratio = rate(sides.postgres) / rate(sides.sqlite);
+      const allDelivered = [...sides.sqlite, ...sides.postgres].every((side) => side.allDelivered);
+      return {
+        description: 'ingest.live\'s Switchyard side (stage thread, a signed Webhooks destination delivering) on PostgreSQL against the same on the embedded store, alternated SQLite, PostgreSQL, PostgreSQL, SQLite in one run',
+        metric: 'requests/s',
+        ratio: round(ratio, 3),
+        target: STORES_TARGET,
+        pass: ratio >= STORES_TARGET && allDelivered,
+        loadGenerator: sides.sqlite[0]!.load.generator,
+        cpus: context.cpus.pinned
+          ? `pinned: Switchyard (both threads) on CPU(s) ${context.cpus.server}, receiver and load generator on CPU(s) ${context.cpus.loadGenerator}; PostgreSQL unpinned`
+          : `unpinned: every process shares ${context.cpus.available.length} CPU(s), PostgreSQL's too`,
+        roundRatios: sides.postgres.map((side, i) => round(side.load.requestsPerSec / sides.sqlite[i]!.load.requestsPerSec, 3)),
+        sqlite: sides.sqlite.map(summary),
+        postgres: sides.postgres.map(summary),
       };
     },
   },

@@ -211,16 +211,17 @@ async function main(): Promise<void> {
 
   const cpus = planCpus(cli.pin);
   log(cpus.note);
-  const contextFor = (plan: CpuPlan): BenchContext => ({
-    options: cli.options,
+  const contextFor = (plan: CpuPlan, options: RunOptions = cli.options): BenchContext => ({
+    options,
     cpus: plan,
     log,
     startBaseline: (label) => startBaseline(label, plan.server),
-    startSwitchyard: (label) => startSwitchyard(label, cli.options, plan.server),
+    startSwitchyard: (label) => startSwitchyard(label, options, plan.server),
     startFrameworkFloor: (label) => startFrameworkFloor(label, plan.server),
     startStoreFloor: (label) => startStoreFloor(label, plan.server),
     startDurableBaseline: (label) => startDurableBaseline(label, plan.server),
-    unpinned: () => contextFor(planCpus(false)),
+    unpinned: () => contextFor(planCpus(false), options),
+    onStore: (store) => contextFor(plan, { ...options, store }),
   });
   const context = contextFor(cpus);
 

@@ -54,6 +54,8 @@ export interface BenchContext {
   startDurableBaseline(label: string): Promise<Target>;
   /** The same context with every process sharing every CPU, for a bench that must not pin (see `ingest.live`). */
   unpinned(): BenchContext;
+  /** The same context with Switchyard on `store` (a scratch database for `postgres`), for a bench that compares the stores in one run. */
+  onStore(store: StoreKind): BenchContext;
 }
 
 interface BenchReportBase {
