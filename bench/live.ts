@@ -329,6 +329,9 @@ export const liveBenches: readonly BenchDefinition[] = [
           ? `pinned: Switchyard (both threads) on CPU(s) ${context.cpus.server}, receiver and load generator on CPU(s) ${context.cpus.loadGenerator}; PostgreSQL unpinned`
           : `unpinned: every process shares ${context.cpus.available.length} CPU(s), PostgreSQL's too`,
         roundRatios: sides.postgres.map((side, i) => round(side.load.requestsPerSec / sides.sqlite[i]!.load.requestsPerSec, 3)),
+        // The means the ratio divides, as the report reads a bench's two sides.
+        postgresMean: { requestsPerSec: round(rate(sides.postgres), 0) },
+        sqliteMean: { requestsPerSec: round(rate(sides.sqlite), 0) },
         sqlite: sides.sqlite.map(summary),
         postgres: sides.postgres.map(summary),
       };

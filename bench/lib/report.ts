@@ -85,6 +85,7 @@ function sides(bench: Json): { labels: [string, string]; a: Json; b: Json } | un
   if (isObject(bench['switchyard']) && isObject(bench['baseline'])) return { labels: ['Switchyard', 'Baseline'], a: bench['switchyard'], b: bench['baseline'] };
   if (isObject(bench['floor']) && isObject(bench['baseline'])) return { labels: [floorName(bench), 'Baseline'], a: bench['floor'], b: bench['baseline'] };
   if (isObject(bench['big']) && isObject(bench['small'])) return { labels: ['Big queue', 'Small queue'], a: bench['big'], b: bench['small'] };
+  if (isObject(bench['postgresMean']) && isObject(bench['sqliteMean'])) return { labels: ['PostgreSQL', 'SQLite'], a: bench['postgresMean'], b: bench['sqliteMean'] };
   return undefined;
 }
 
