@@ -13,7 +13,8 @@ export class RawQueries {
   private readonly oldest: Statement<[number], { seq: number; message_count: number }>;
   private readonly range: Statement<[number, number], RawRequestRow>;
   private readonly deleteUpTo: Statement<[number]>;
-  private readonly backlog: Statement<[], { requests: number; messages: number; oldest: number | null }>;
+  private readonly lastTotal: Statement<[], number>;
+  private readonly backlog: Statement<[], { first_seq: number; before_first: number; oldest: number; last_seq: number; last_total: number }>;
   private readonly highest: Statement<[], number>;
   private readonly upTo: Statement<[number]>;
 
@@ -23,21 +24,33 @@ export class RawQueries {
     private readonly observations: ObservationQueries,
   ) {
     this.insertRaw = db.prepare(`
-      INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, headers, body)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+      INSERT INTO raw_requests (source_id, route, received_at, ip, config_version, message_count, message_total, headers, body)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.lastTotal = db.prepare<[], number>(`SELECT message_total FROM raw_requests ORDER BY seq DESC LIMIT 1`).pluck();
     // Sizes first, bodies only of the rows taken: a batch's row is tens of KB.
     this.oldest = db.prepare(`SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT ?`);
     this.range = db.prepare(`SELECT * FROM raw_requests WHERE seq BETWEEN ? AND ? ORDER BY seq`);
     this.deleteUpTo = db.prepare(`DELETE FROM raw_requests WHERE seq <= ?`);
-    this.backlog = db.prepare(`SELECT count(*) AS requests, coalesce(sum(message_count), 0) AS messages, min(received_at) AS oldest FROM raw_requests`);
+    // Two lookups by key, whatever the backlog (see the migration that added message_total).
+    this.backlog = db.prepare(`
+      SELECT first.seq AS first_seq, first.message_total - first.message_count AS before_first, first.received_at AS oldest,
+        last.seq AS last_seq, last.message_total AS last_total
+      FROM (SELECT seq, message_total, message_count, received_at FROM raw_requests ORDER BY seq LIMIT 1) AS first,
+        (SELECT seq, message_total FROM raw_requests ORDER BY seq DESC LIMIT 1) AS last`);
     this.highest = db.prepare<[], number>(`SELECT ${HIGHEST_RAW_SEQ}`).pluck();
     this.upTo = db.prepare(`SELECT 1 FROM raw_requests WHERE seq <= ? LIMIT 1`).pluck();
   }
 
-  /** Call inside a transaction. */
+  /**
+   * Call inside a transaction. Each row's `message_total` continues the
+   * last row's (from 0 when processing emptied the table: only differences
+   * between rows present are ever read).
+   */
   append(requests: readonly NewRawRequest[]): void {
+    let total = this.lastTotal.get() ?? 0;
     for (const r of requests) {
-      this.insertRaw.run(r.sourceId, r.route, r.receivedAt, r.ip ?? null, r.configVersion, r.messageCount, r.headers ?? null, r.body);
+      total += r.messageCount;
+      this.insertRaw.run(r.sourceId, r.route, r.receivedAt, r.ip ?? null, r.configVersion, r.messageCount, total, r.headers ?? null, r.body);
     }
   }
 
@@ -75,9 +88,18 @@ export class RawQueries {
     return { requests: taken.length, results, deliveriesAdded, caughtUp: !cut };
   }
 
+  /**
+   * Rows are removed oldest first (processing) or by source (a deleted
+   * source's, anywhere in the table): until processing has passed such a
+   * gap, it is counted as if its rows were still there. The error only
+   * ever overstates the backlog, for one processing pass at most. The
+   * oldest row by seq stands for the oldest received (seqs follow arrival,
+   * within a commit's few milliseconds).
+   */
   backlogNow(): RawBacklog {
-    const row = this.backlog.get()!;
-    return { requests: row.requests, messages: row.messages, oldestReceivedAt: row.oldest ?? undefined };
+    const row = this.backlog.get();
+    if (row === undefined) return { requests: 0, messages: 0, oldestReceivedAt: undefined };
+    return { requests: row.last_seq - row.first_seq + 1, messages: row.last_total - row.before_first, oldestReceivedAt: row.oldest };
   }
 
   /** See Store.highestRawSeq: AUTOINCREMENT never hands a seq out twice. */
