@@ -9,6 +9,7 @@ import { SCHEMA_VERSION, migrate as migrateSqlite } from '../../src/store/sqlite
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { NewRawRequest, RawBacklog, Store } from '../../src/store/store.js';
 import { describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { seededRandom } from '../helpers/seeded-random.js';
 import { T0, addSource, storeEntry } from '../helpers/store-fixtures.js';
 
 /**
@@ -19,18 +20,6 @@ import { T0, addSource, storeEntry } from '../helpers/store-fixtures.js';
  * scanning; PostgreSQL counts.
  */
 
-/** mulberry32: the same sequence for the same seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function raw(sourceId: string, n: number, messageCount: number): NewRawRequest {
   return { sourceId, route: messageCount > 1 ? 'batch' : 'track', receivedAt: T0 + n, ip: undefined, configVersion: 1, messageCount, headers: undefined, body: JSON.stringify({ n }) };
 }
@@ -40,7 +29,7 @@ const build = (rows: readonly { sourceId: string; receivedAt: number; body: stri
 
 /** Appends, processes and deletes at random; after each step the backlog matches what is left. */
 async function checkAgainstCount(store: Store, seed: number): Promise<void> {
-  const next = random(seed);
+  const next = seededRandom(seed);
   await addSource(store, 'keep');
   // What is unprocessed, oldest first, as [source, messages, receivedAt].
   let left: Array<{ source: string; messages: number; receivedAt: number }> = [];
