@@ -91,10 +91,10 @@ export class RawQueries {
   /**
    * Rows are removed oldest first (processing) or by source (a deleted
    * source's, anywhere in the table): until processing has passed such a
-   * gap, it is counted as if its rows were still there. The error only
-   * ever overstates the backlog, for one processing pass at most. The
-   * oldest row by seq stands for the oldest received (seqs follow arrival,
-   * within a commit's few milliseconds).
+   * gap, it is counted as if its rows were still there: the error only
+   * ever overstates the backlog (a 503 a little early, never one missed).
+   * The oldest row by seq stands for the oldest received (seqs follow
+   * arrival, within a commit's few milliseconds).
    */
   backlogNow(): RawBacklog {
     const row = this.backlog.get();
