@@ -1,7 +1,7 @@
 /**
  * The JavaScript run in each isolate before the user's code: `log` (and
- * `console.log` &c. as aliases) and the three functions the host calls the
- * isolate through. The script's value is `[dispatch, resume, currentCall]`,
+ * `console.log` &c. as aliases) and the functions the host calls the
+ * isolate through. The script's value is `[dispatch, resume, currentCall, setBoard]`,
  * held only by the host as References (never globals), so user code can
  * neither call nor replace them; they captured `JSON.parse`/`JSON.stringify`
  * before user code ran. Whatever `dispatch` returns is still untrusted text
@@ -30,6 +30,12 @@
  *   and calls `fn(a, b)`.
  * - `currentCall()` → the current call's id, 0 when none (load time, or code
  *   of a call that has ended).
+ * - `setBoard(sharedArrayBuffer)`: once (later calls are ignored), a
+ *   buffer shared with the host, where each entry writes which call it
+ *   runs for: `[entries so far, call id]` as two doubles. The host reads it
+ *   to tell code stuck in one entry from an isolate that is merely busy
+ *   (see `watchStuck` in sandbox.ts). Like the others it lives only in this
+ *   closure; user code can neither read nor write it.
  */
 export function isolatePrelude(logChars: number, resultChars: number): string {
   return `(() => {
@@ -39,6 +45,9 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
   const calls = Object.create(null);
   let current = null;
+  let board = null;
+  const setBoard = (buffer) => { if (board === null) board = new Float64Array(buffer); };
+  const entering = (id) => { if (board !== null) { board[1] = id; board[0] = board[0] + 1; } };
   const format = (v) => {
     if (typeof v === 'string') return v;
     try { const s = stringify(v); if (s !== undefined) return s; } catch {}
@@ -71,6 +80,7 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   globalThis.log = log;
   globalThis.console = { log, info: log, warn: log, error: log, debug: log };
   const dispatch = async (fn, argsJson, metaJson, id) => {
+    entering(id);
     const mine = { id, logs: [], chars: 0, full: false };
     calls[id] = mine;
     current = mine;
@@ -93,11 +103,12 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     }
   };
   const resume = (id, fn, a, b) => {
+    entering(id);
     const call = calls[id];
     current = call === undefined ? null : call;
     fn(a, b);
   };
   const currentCall = () => (current === null ? 0 : current.id);
-  return [dispatch, resume, currentCall];
+  return [dispatch, resume, currentCall, setBoard];
 })()`;
 }

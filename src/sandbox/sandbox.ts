@@ -55,6 +55,9 @@ export type CallResult =
       /**
        * With `fault: 'memory'`: other calls were in flight in the same
        * isolate when it ran out, so which call used the memory is unknown.
+       * With `fault: 'timeout'`: this call was stopped with its isolate
+       * because another call in it ran on past its time (see
+       * {@link Sandbox}, "Faults"); it may not have been late itself.
        */
       readonly shared?: boolean;
       readonly errorType?: string | undefined;
@@ -116,10 +119,23 @@ interface Loaded {
   callsAtFault?: number;
   /** Its heap in use when last read (see {@link Sandbox.heapBytes}). */
   heapBytes?: number;
+  /** Shared with the prelude: `[entries so far, call id of the latest]` (see {@link Sandbox.watchStuck}). */
+  readonly board: Float64Array;
+  /** Ids of its calls that have neither ended nor run out of time. */
+  readonly liveCalls: Set<number>;
+  /** Disposed because its thread was stuck in an entry of a call that was over (see {@link Sandbox.watchStuck}). */
+  stuck?: boolean;
+  /** A stuck check is pending. */
+  watched?: boolean;
 }
 
 /** How long a heap read waits for a busy isolate. */
 const HEAP_READ_WAIT_MS = 250;
+
+/** How often an isolate whose call ran out of time is looked at for a thread stuck in one entry (see {@link Sandbox.watchStuck}). */
+const STUCK_CHECK_MS = 100;
+/** The share of a check an entry must have been open for to count as stuck (isolated-vm's `wallTime` counts open entries only). */
+const STUCK_OPEN_SHARE = 0.9;
 
 /**
  * One program in its own V8 isolate (isolated-vm), loaded once and reused
@@ -129,7 +145,20 @@ const HEAP_READ_WAIT_MS = 250;
  * Faults: a call that runs past its time fails (`timeout`) and retires its
  * isolate: later calls go to a fresh one, and the retired isolate is
  * disposed once the other calls in it have ended (each within its own
- * time), which ends whatever still runs there. An isolate that runs out of
+ * time), which ends whatever still runs there. The time limit is the host's
+ * timer alone once the code is loaded: isolated-vm's own per-entry
+ * `timeout` is not used for calls, because each timed entry leaves a native
+ * timer queued until its deadline and wakes isolated-vm's timer thread then,
+ * a fifth of a function call's CPU (docs/performance.md). What it did, stop
+ * code stuck in one entry (a loop that never awaits) while the isolate's
+ * other calls go on, is done by disposing the isolate: when a call's time
+ * is up and its isolate's thread is then seen held by one entry of a call
+ * that is over (see {@link Sandbox.watchStuck}), the isolate is disposed at
+ * once and the other calls in it fail as `timeout` with `shared`: a loop of
+ * the call that ran out of time is stopped a tenth or two of a second after
+ * its limit, not after the other calls'. (Code of a finished call that
+ * runs on inside a live call's entry, through a promise the two share, is
+ * stopped by that call's limit, within twice the limit.) An isolate that runs out of
  * memory is disposed by isolated-vm at once, failing every call in it
  * (`memory`). Either way only calls of this program fail, and only those
  * already in that isolate.
@@ -259,17 +288,19 @@ export class Sandbox {
     if (fn === undefined) return { ok: false, error: `the code defines no ${name} function`, logs: [], durationMs: took() };
     const id = this.nextCallId++;
     loaded.calls++;
+    loaded.liveCalls.add(id);
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     try {
-      options.onStart?.({ id, settle: (a, b) => resumeIn(loaded, id, a, b, this.limits.timeoutMs) });
+      options.onStart?.({ id, settle: (a, b) => resumeIn(loaded, id, a, b) });
       // Through the host setup's invoke: `[name, ...args]`.
       const target = loaded.invoke ?? fn;
       const callArgs = loaded.invoke === undefined ? argsJson : `[${JSON.stringify(name)}${argsJson.trim() === '[]' ? '' : `,${argsJson.trim().slice(1, -1)}`}]`;
-      // `timeout` bounds the synchronous part inside V8; the timer bounds
-      // awaited promises too (a promise that never settles, a microtask loop).
+      // The timer bounds the call, its synchronous part and its awaited
+      // promises alike (a loop, a promise that never settles, a microtask
+      // loop); see "Faults" above for code stuck in one entry.
       const text = await Promise.race([
-        loaded.dispatch.apply(undefined, [target.derefInto(), callArgs, options.meta, id], { result: { promise: true, copy: true }, timeout: this.limits.timeoutMs }),
+        loaded.dispatch.apply(undefined, [target.derefInto(), callArgs, options.meta, id], { result: { promise: true, copy: true } }),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             timedOut = true;
@@ -279,22 +310,71 @@ export class Sandbox {
       ]);
       return { ...parseResult(text, this.resultChars(), this.limits.logBytes), durationMs: took() };
     } catch (error) {
+      if (loaded.stuck === true && !timedOut) {
+        return { ok: false, error: `stopped: another call in its isolate ran on past ${this.limits.timeoutMs} ms`, logs: [], durationMs: took(), fault: 'timeout', shared: true };
+      }
       // isolated-vm disposes an isolate that runs out of memory; this class
-      // disposes one only once no call is in it, so an isolate disposed
-      // under a call that did not time out ran out of memory (during an
-      // awaited promise the error then says only "Promise was abandoned").
+      // disposes one only once no call is in it (or once it is stuck, above),
+      // so an isolate disposed under a call that did not time out ran out of
+      // memory (during an awaited promise the error then says only "Promise
+      // was abandoned").
       const memory = loaded.isolate.isDisposed && !timedOut;
       if (memory) loaded.callsAtFault ??= loaded.calls;
       const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
       if (memory || timeout) this.retire(loaded);
+      if (timeout) this.watchStuck(loaded);
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
       const fault = timeout ? { fault: 'timeout' as const } : memory ? { fault: 'memory' as const, ...((loaded.callsAtFault ?? 1) > 1 && { shared: true }) } : {};
       return { ok: false, error: message, logs: [], durationMs: took(), ...fault };
     } finally {
       clearTimeout(timer);
+      loaded.liveCalls.delete(id);
       loaded.calls--;
       if (loaded.retired) this.retire(loaded);
     }
+  }
+
+  /**
+   * A call's time is up in `loaded` (now retired): watches it until it is
+   * disposed, by the last of its calls ending or here. Every entry into the
+   * isolate writes on the board the prelude shares with the host which call
+   * it runs for and how many entries there have been. The thread is stuck
+   * when, over a whole check, no entry started, an entry was open nearly
+   * all along (isolated-vm's `wallTime` grows only while one is), and the
+   * call it runs for is over (ended or out of time): code that outlived its
+   * call and holds the thread. A busy isolate starts entries; a long entry
+   * of a live call is that call's to finish within its own time; an idle
+   * isolate has none open; a stall of this thread changes none of it.
+   */
+  private watchStuck(loaded: Loaded): void {
+    if (loaded.watched === true) return;
+    loaded.watched = true;
+    const wallMs = (): number | undefined => {
+      try {
+        return loaded.isolate.isDisposed ? undefined : Number(loaded.isolate.wallTime) / 1e6;
+      } catch {
+        return undefined; // disposed meanwhile
+      }
+    };
+    const check = (): void => {
+      const wall = wallMs();
+      if (wall === undefined) return;
+      const entries = loaded.board[0];
+      const since = performance.now();
+      setTimeout(() => {
+        const now = wallMs();
+        if (now === undefined) return;
+        const held = loaded.board[0] === entries && now - wall >= (performance.now() - since) * STUCK_OPEN_SHARE;
+        if (held && !loaded.liveCalls.has(loaded.board[1]!)) {
+          loaded.stuck = true;
+          this.live.delete(loaded);
+          loaded.isolate.dispose();
+          return;
+        }
+        check();
+      }, STUCK_CHECK_MS).unref();
+    };
+    check();
   }
 
   private resultChars(): number {
@@ -328,12 +408,12 @@ export class Sandbox {
  * continuation in its own call). Strings and a number only; nothing comes
  * back (isolated-vm's `applyIgnored`: no promise, no return to this
  * thread). An entry into a busy isolate queues behind what runs there; the
- * call's own timer bounds it.
+ * call's own timer bounds it (see {@link Sandbox}, "Faults").
  */
-function resumeIn(loaded: Loaded, id: number, a: string, b: string, timeoutMs: number): void {
+function resumeIn(loaded: Loaded, id: number, a: string, b: string): void {
   if (loaded.settle === undefined || loaded.isolate.isDisposed) return;
   try {
-    loaded.resume.applyIgnored(undefined, [id, loaded.settle.derefInto(), a, b], { timeout: timeoutMs });
+    loaded.resume.applyIgnored(undefined, [id, loaded.settle.derefInto(), a, b]);
   } catch {
     // Disposed meanwhile: the call fails by its own means (memory, or its timer).
   }
@@ -391,7 +471,10 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
     const context = await isolate.createContext();
     const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars), { filename: 'switchyard-prelude.js' });
     const entries = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
-    const [dispatch, resume, currentCall] = await Promise.all([0, 1, 2].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
+    const [dispatch, resume, currentCall, setBoard] = await Promise.all([0, 1, 2, 3].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
+    // Shared, not copied: the isolate's writes show here as they happen.
+    const shared = new SharedArrayBuffer(2 * Float64Array.BYTES_PER_ELEMENT);
+    await setBoard!.apply(undefined, [new ivm.ExternalCopy(shared).copyInto({ release: true })], { timeout: limits.timeoutMs });
     const host = program.host === undefined ? undefined : await installHost(isolate, context, program.host, currentCall!, limits);
     const functions = new Map<string, Ref>();
     if (program.kind === 'module') {
@@ -422,7 +505,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, calls: 0, retired: false };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, calls: 0, board: new Float64Array(shared), liveCalls: new Set(), retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;

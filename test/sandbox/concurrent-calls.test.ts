@@ -125,6 +125,36 @@ async function onTrack(event, settings) {
     assert.deepEqual(next.logs, ['next was call 1 status 200'], 'the next call ran in the isolate that had timed out');
   });
 
+  it('a call stuck in a loop is stopped with its isolate once its time is up, not when the calls beside it run out of theirs', async () => {
+    runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
+    const code = fn(`
+let calls = 0;
+async function onTrack(event, settings) {
+  calls++;
+  const mine = calls;
+  if (event.event === 'Spin') { await fetch(settings.url + '/quick'); for (;;) {} }
+  const res = await fetch(settings.url + '/' + event.event);
+  console.log(event.event, 'was call', mine, 'status', res.status);
+}`);
+    const settings = { url: receiver.url };
+    const spin = runner.run(code, track('Spin'), settings);
+    // Started well after the spin, so that its own time runs out well after the spin's.
+    await new Promise((resolve) => setTimeout(resolve, LIMITS.timeoutMs / 2));
+    const beside = runner.run(code, track('hold'), settings);
+    const spun = await spin;
+    assert.equal(spun.outcome, 'retry');
+    assert.equal(spun.errorType, 'Timeout');
+    assert.match(spun.error!, /timed out after 3000 ms/);
+    const besideResult = await beside;
+    // Its isolate's thread never came back to it: it is stopped with the isolate, as a timeout to retry, not at its own time.
+    assert.equal(besideResult.outcome, 'retry', JSON.stringify(besideResult));
+    assert.equal(besideResult.errorType, 'Timeout');
+    assert.match(besideResult.error!, /another call in its isolate ran on past 3000 ms/);
+    const next = await runner.run(code, track('next'), settings);
+    assert.equal(next.outcome, 'delivered', JSON.stringify(next));
+    assert.deepEqual(next.logs, ['next was call 1 status 200'], 'the next call ran in the stuck isolate');
+  });
+
   it('an isolate out of memory fails every call in it, retried since the cause is unknown; the next call works', async () => {
     runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
     const code = fn(`
