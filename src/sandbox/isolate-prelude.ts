@@ -26,8 +26,8 @@
  *   (`errorType`: the thrown error's `name`, which function destinations'
  *   outcomes depend on). `metaJson`, unless undefined, becomes a last
  *   argument `metadata(event)` returning a fresh copy of it (RudderStack's shape).
- * - `resume(id, fn, a, b)`: makes call `id` current (none when it has ended)
- *   and calls `fn(a, b)`.
+ * - `resume(id, fn, a, b)`: makes call `id` current and calls `fn(a, b)`;
+ *   nothing when call `id` has ended (its answer is dropped).
  * - `currentCall()` → the current call's id, 0 when none (load time, or code
  *   of a call that has ended).
  * - `setBoard(sharedArrayBuffer)`: once (later calls are ignored), a
@@ -105,7 +105,10 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   const resume = (id, fn, a, b) => {
     entering(id);
     const call = calls[id];
-    current = call === undefined ? null : call;
+    // An answer for a call that has ended is dropped: the code waiting on
+    // it would run outside any call, its logs and its time limit.
+    if (call === undefined) return;
+    current = call;
     fn(a, b);
   };
   const currentCall = () => (current === null ? 0 : current.id);

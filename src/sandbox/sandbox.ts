@@ -123,19 +123,21 @@ interface Loaded {
   readonly board: Float64Array;
   /** Ids of its calls that have neither ended nor run out of time. */
   readonly liveCalls: Set<number>;
-  /** Disposed because its thread was stuck in an entry of a call that was over (see {@link Sandbox.watchStuck}). */
+  /** Since when (and its `wallTime` then) the board has shown the same entry of a call that is over (see {@link Sandbox.watchStuck}). */
+  held: { entries: number; since: number; wallMs: number };
+  /** Disposed because its thread was held by an entry of a call that was over (see {@link Sandbox.watchStuck}). */
   stuck?: boolean;
-  /** A stuck check is pending. */
-  watched?: boolean;
 }
 
 /** How long a heap read waits for a busy isolate. */
 const HEAP_READ_WAIT_MS = 250;
 
-/** How often an isolate whose call ran out of time is looked at for a thread stuck in one entry (see {@link Sandbox.watchStuck}). */
-const STUCK_CHECK_MS = 100;
-/** The share of a check an entry must have been open for to count as stuck (isolated-vm's `wallTime` counts open entries only). */
-const STUCK_OPEN_SHARE = 0.9;
+/** How often live isolates are looked at for a thread held by code whose call is over (see {@link Sandbox.watchStuck}). */
+const STUCK_LOOK_MS = 100;
+/** The share of that time the entry must have been open for (isolated-vm's `wallTime` grows only while an entry is open). */
+const STUCK_OPEN_SHARE = 0.75;
+/** How long such code may hold the thread before its isolate is disposed (at most the call time limit). */
+const STUCK_GRACE_MS = 500;
 
 /**
  * One program in its own V8 isolate (isolated-vm), loaded once and reused
@@ -152,13 +154,14 @@ const STUCK_OPEN_SHARE = 0.9;
  * a fifth of a function call's CPU (docs/performance.md). What it did, stop
  * code stuck in one entry (a loop that never awaits) while the isolate's
  * other calls go on, is done by disposing the isolate: when a call's time
- * is up and its isolate's thread is then seen held by one entry of a call
- * that is over (see {@link Sandbox.watchStuck}), the isolate is disposed at
- * once and the other calls in it fail as `timeout` with `shared`: a loop of
- * the call that ran out of time is stopped a tenth or two of a second after
- * its limit, not after the other calls'. (Code of a finished call that
- * runs on inside a live call's entry, through a promise the two share, is
- * stopped by that call's limit, within twice the limit.) An isolate that runs out of
+ * is up (or it has ended) and its code still holds the isolate's thread in
+ * one entry for {@link STUCK_GRACE_MS} (see {@link Sandbox.watchStuck}),
+ * the isolate is disposed at once and the other calls in it fail as
+ * `timeout` with `shared`: a loop is stopped half a second after its
+ * call's limit, not after the other calls' (and a loop left behind by a
+ * call that was answered, half a second after it started). Code of a
+ * finished call that runs on inside a live call's entry, through a promise
+ * the two share, is stopped by that call's limit, within twice the limit. An isolate that runs out of
  * memory is disposed by isolated-vm at once, failing every call in it
  * (`memory`). Either way only calls of this program fail, and only those
  * already in that isolate.
@@ -177,6 +180,8 @@ export class Sandbox {
   private disposed = false;
   private pending = 0;
   private nextCallId = 1;
+  /** The stuck-code look, while this program has live isolates. */
+  private watch: NodeJS.Timeout | undefined;
   private readonly concurrency: number;
   private running = 0;
   private readonly waiting: Array<() => void> = [];
@@ -271,7 +276,7 @@ export class Sandbox {
     if (this.loaded === loaded) this.loaded = undefined;
     if (loaded.calls === 0) {
       this.live.delete(loaded);
-      if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+      disposeQuietly(loaded);
     }
   }
 
@@ -322,7 +327,6 @@ export class Sandbox {
       if (memory) loaded.callsAtFault ??= loaded.calls;
       const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
       if (memory || timeout) this.retire(loaded);
-      if (timeout) this.watchStuck(loaded);
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
       const fault = timeout ? { fault: 'timeout' as const } : memory ? { fault: 'memory' as const, ...((loaded.callsAtFault ?? 1) > 1 && { shared: true }) } : {};
       return { ok: false, error: message, logs: [], durationMs: took(), ...fault };
@@ -335,46 +339,46 @@ export class Sandbox {
   }
 
   /**
-   * A call's time is up in `loaded` (now retired): watches it until it is
-   * disposed, by the last of its calls ending or here. Every entry into the
-   * isolate writes on the board the prelude shares with the host which call
-   * it runs for and how many entries there have been. The thread is stuck
-   * when, over a whole check, no entry started, an entry was open nearly
-   * all along (isolated-vm's `wallTime` grows only while one is), and the
-   * call it runs for is over (ended or out of time): code that outlived its
-   * call and holds the thread. A busy isolate starts entries; a long entry
-   * of a live call is that call's to finish within its own time; an idle
-   * isolate has none open; a stall of this thread changes none of it.
+   * Every {@link STUCK_LOOK_MS} while this program has live isolates, looks
+   * at each for code that holds its thread although its call is over (its
+   * time is up, or it was answered and left a loop behind). Every entry
+   * into an isolate notes on the board the prelude shares with the host
+   * which call it runs for and how many entries there have been. When the
+   * board has shown the same entry, of a call that is over, for
+   * {@link STUCK_GRACE_MS} (or the time limit, if shorter) and an entry was
+   * open for most of that time (isolated-vm's `wallTime` grows only while
+   * one is), that entry holds the thread: the isolate is disposed. A busy isolate starts
+   * entries; a long entry of a live call is that call's to finish within
+   * its own time; an idle isolate has none open; a stall of this thread
+   * only lengthens a look.
    */
-  private watchStuck(loaded: Loaded): void {
-    if (loaded.watched === true) return;
-    loaded.watched = true;
-    const wallMs = (): number | undefined => {
-      try {
-        return loaded.isolate.isDisposed ? undefined : Number(loaded.isolate.wallTime) / 1e6;
-      } catch {
-        return undefined; // disposed meanwhile
+  private watchStuck(): void {
+    if (this.watch !== undefined) return;
+    const graceMs = Math.min(STUCK_GRACE_MS, this.limits.timeoutMs);
+    this.watch = setInterval(() => {
+      if (this.live.size === 0) {
+        clearInterval(this.watch);
+        this.watch = undefined;
+        return;
       }
-    };
-    const check = (): void => {
-      const wall = wallMs();
-      if (wall === undefined) return;
-      const entries = loaded.board[0];
-      const since = performance.now();
-      setTimeout(() => {
-        const now = wallMs();
-        if (now === undefined) return;
-        const held = loaded.board[0] === entries && now - wall >= (performance.now() - since) * STUCK_OPEN_SHARE;
-        if (held && !loaded.liveCalls.has(loaded.board[1]!)) {
+      for (const loaded of this.live) {
+        const wallMs = wallTimeMs(loaded);
+        if (wallMs === undefined) continue;
+        const at = performance.now();
+        const entries = loaded.board[0]!;
+        if (entries !== loaded.held.entries || loaded.liveCalls.has(loaded.board[1]!)) {
+          loaded.held = { entries, since: at, wallMs };
+          continue;
+        }
+        const heldMs = at - loaded.held.since;
+        if (heldMs >= graceMs && wallMs - loaded.held.wallMs >= heldMs * STUCK_OPEN_SHARE) {
           loaded.stuck = true;
           this.live.delete(loaded);
-          loaded.isolate.dispose();
-          return;
+          disposeQuietly(loaded);
         }
-        check();
-      }, STUCK_CHECK_MS).unref();
-    };
-    check();
+      }
+    }, STUCK_LOOK_MS);
+    this.watch.unref();
   }
 
   private resultChars(): number {
@@ -389,6 +393,7 @@ export class Sandbox {
       (loaded) => {
         this.loaded = loaded;
         this.live.add(loaded);
+        this.watchStuck();
         this.loading = undefined;
         return loaded;
       },
@@ -416,6 +421,24 @@ function resumeIn(loaded: Loaded, id: number, a: string, b: string): void {
     loaded.resume.applyIgnored(undefined, [id, loaded.settle.derefInto(), a, b]);
   } catch {
     // Disposed meanwhile: the call fails by its own means (memory, or its timer).
+  }
+}
+
+/** The isolate's time with an entry open, in ms; undefined once disposed. */
+function wallTimeMs(loaded: Loaded): number | undefined {
+  try {
+    return loaded.isolate.isDisposed ? undefined : Number(loaded.isolate.wallTime) / 1e6;
+  } catch {
+    return undefined; // disposed meanwhile
+  }
+}
+
+/** Disposes an isolate that isolated-vm may have disposed meanwhile (out of memory, on its own thread). */
+function disposeQuietly(loaded: Loaded): void {
+  try {
+    if (!loaded.isolate.isDisposed) loaded.isolate.dispose();
+  } catch {
+    // already disposed
   }
 }
 
@@ -505,7 +528,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, calls: 0, board: new Float64Array(shared), liveCalls: new Set(), retired: false };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, calls: 0, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;

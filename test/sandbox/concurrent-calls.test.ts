@@ -155,6 +155,50 @@ async function onTrack(event, settings) {
     assert.deepEqual(next.logs, ['next was call 1 status 200'], 'the next call ran in the stuck isolate');
   });
 
+  it('a call out of time whose code computes a little longer does not take the calls beside it along', async () => {
+    runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
+    const code = fn(`
+async function onTrack(event, settings) {
+  if (event.event === 'Long') { const s = Date.now(); while (Date.now() - s < ${LIMITS.timeoutMs} + 200); return; }
+  const res = await fetch(settings.url + '/' + event.event);
+  console.log(event.event, res.status);
+}`);
+    const settings = { url: receiver.url };
+    const long = runner.run(code, track('Long'), settings);
+    await new Promise((resolve) => setTimeout(resolve, LIMITS.timeoutMs / 2));
+    // Starts only once Long's computation lets go of the thread, 200 ms after Long's time is up: well within its own.
+    const beside = runner.run(code, track('beside'), settings);
+    const late = await long;
+    assert.equal(late.outcome, 'retry');
+    assert.match(late.error!, /timed out after 3000 ms/);
+    const besideResult = await beside;
+    assert.equal(besideResult.outcome, 'delivered', JSON.stringify(besideResult));
+    assert.deepEqual(besideResult.logs, ['beside 200']);
+  });
+
+  it('an answer that comes after its call has ended is dropped, so code waiting on it never runs', async () => {
+    runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
+    const code = fn(`
+let calls = 0;
+async function onTrack(event, settings) {
+  calls++;
+  if (event.event === 'Orphan') {
+    // Not awaited: its answer comes after the call has returned.
+    fetch(settings.url + '/orphan').then(() => { for (;;) {} }, () => {});
+    const s = Date.now(); while (Date.now() - s < 150);
+    return;
+  }
+  const res = await fetch(settings.url + '/' + event.event);
+  console.log(event.event, 'was call', calls, 'status', res.status);
+}`);
+    const settings = { url: receiver.url };
+    const orphan = await runner.run(code, track('Orphan'), settings);
+    assert.equal(orphan.outcome, 'delivered', JSON.stringify(orphan));
+    const next = await runner.run(code, track('next'), settings);
+    assert.equal(next.outcome, 'delivered', JSON.stringify(next));
+    assert.deepEqual(next.logs, ['next was call 2 status 200'], 'the same isolate, free');
+  });
+
   it('an isolate out of memory fails every call in it, retried since the cause is unknown; the next call works', async () => {
     runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
     const code = fn(`
