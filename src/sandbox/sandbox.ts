@@ -161,12 +161,14 @@ const STUCK_GRACE_MS = 500;
  * call's limit, not after the other calls' (and a loop left behind by a
  * call that was answered, half a second after it started). Code of a
  * finished call that runs on inside a live call's entry, through a promise
- * the two share, is stopped by that call's limit, within twice the limit. An isolate that runs out of
- * memory is disposed by isolated-vm at once, failing every call in it
- * (`memory`). Either way only calls of this program fail, and only those
- * already in that isolate.
+ * the two share, is stopped by that call's limit, within twice the limit.
+ * An isolate that runs out of memory is disposed by isolated-vm at once,
+ * failing every call in it (`memory`). Either way only calls of this
+ * program fail, and only those already in that isolate.
  *
- * The boundary: only strings (and call ids) cross it. Arguments go in as
+ * The boundary: only strings (and call ids) cross it, and a board of two
+ * numbers the prelude writes and the host reads (which call each entry
+ * runs for, see {@link Sandbox.watchStuck}). Arguments go in as
  * JSON text (parsed inside by the prelude), results come out as JSON text
  * (parsed here, size-checked first). No host function, object or Reference
  * is ever handed to the isolate's code; it has only V8's built-ins plus
@@ -347,10 +349,10 @@ export class Sandbox {
    * board has shown the same entry, of a call that is over, for
    * {@link STUCK_GRACE_MS} (or the time limit, if shorter) and an entry was
    * open for most of that time (isolated-vm's `wallTime` grows only while
-   * one is), that entry holds the thread: the isolate is disposed. A busy isolate starts
-   * entries; a long entry of a live call is that call's to finish within
-   * its own time; an idle isolate has none open; a stall of this thread
-   * only lengthens a look.
+   * one is), that entry holds the thread: the isolate is disposed. A busy
+   * isolate starts entries; a long entry of a live call is that call's to
+   * finish within its own time; an idle isolate has none open; a stall of
+   * this thread only lengthens a look.
    */
   private watchStuck(): void {
     if (this.watch !== undefined) return;
