@@ -216,7 +216,7 @@ export class FetchSession {
   ) {}
 
   /** The `startFetch` notice's work: fetch `id` of the call, started or refused at once, and answered either way. */
-  start(id: number, requestJson: unknown): void {
+  start(id: number, requestJson: unknown, body: unknown): void {
     if (this.closed) return;
     const limits = this.fetcher.limits;
     const refuse = (error: string): void => {
@@ -229,7 +229,7 @@ export class FetchSession {
     if (this.records.length >= limits.maxRequestsPerCall) return refuse(`fetch: at most ${limits.maxRequestsPerCall} requests per call`);
     let checked: CheckedRequest | string;
     try {
-      checked = checkRequest(requestJson, limits);
+      checked = checkRequest(requestJson, body, limits);
     } catch {
       checked = 'fetch: the request could not be read';
     }
@@ -261,13 +261,13 @@ export class FetchSession {
   }
 }
 
-/** The request the isolate sent, checked: a string, or why it is refused. */
-function checkRequest(requestJson: unknown, limits: FetchLimits): CheckedRequest | string {
+/** The request the isolate sent (its method, URL and headers as JSON, its body beside), checked: a string, or why it is refused. */
+function checkRequest(requestJson: unknown, rawBody: unknown, limits: FetchLimits): CheckedRequest | string {
   // JSON escapes at most sextuple a character (\u0000): a bound before parsing.
-  if (typeof requestJson !== 'string' || requestJson.length > limits.maxRequestBodyBytes * 6 + MAX_HEADER_BYTES * 6 + MAX_URL_CHARS * 6) {
-    return `fetch: the request is larger than ${limits.maxRequestBodyBytes / 1024 / 1024} MB`;
+  if (typeof requestJson !== 'string' || requestJson.length > MAX_HEADER_BYTES * 6 + MAX_URL_CHARS * 6 + 1024) {
+    return `fetch: the request's headers are larger than ${MAX_HEADER_BYTES / 1024} KB`;
   }
-  let raw: { method?: unknown; url?: unknown; headers?: unknown; body?: unknown };
+  let raw: { method?: unknown; url?: unknown; headers?: unknown };
   try {
     raw = JSON.parse(requestJson) as typeof raw;
   } catch {
@@ -299,10 +299,13 @@ function checkRequest(requestJson: unknown, limits: FetchLimits): CheckedRequest
   }
   if (headerBytes > MAX_HEADER_BYTES) return `fetch: the headers are larger than ${MAX_HEADER_BYTES / 1024} KB`;
   let body: string | undefined;
-  if (raw.body !== null && raw.body !== undefined) {
-    if (typeof raw.body !== 'string') return 'fetch: the body could not be read';
-    if (Buffer.byteLength(raw.body) > limits.maxRequestBodyBytes) return `fetch: the request body is larger than ${limits.maxRequestBodyBytes / 1024 / 1024} MB`;
-    body = raw.body;
+  if (rawBody !== null && rawBody !== undefined) {
+    if (typeof rawBody !== 'string') return 'fetch: the body could not be read';
+    // UTF-8 takes at least a byte a character: the length bounds it before the bytes are counted.
+    if (rawBody.length > limits.maxRequestBodyBytes || Buffer.byteLength(rawBody) > limits.maxRequestBodyBytes) {
+      return `fetch: the request body is larger than ${limits.maxRequestBodyBytes / 1024 / 1024} MB`;
+    }
+    body = rawBody;
   }
   return { method, url, headers, body };
 }

@@ -55,10 +55,10 @@ class FunctionBridge {
     setup: FUNCTION_GLOBALS,
     callbacks: [(input: unknown, base: unknown, part: unknown, value: unknown) => parseUrlJson(input, base, part, value)],
     notices: [
-      (callId: unknown, fetchId: unknown, requestJson: unknown) => {
+      (callId: unknown, fetchId: unknown, requestJson: unknown, body: unknown) => {
         if (typeof callId !== 'number' || !Number.isSafeInteger(fetchId) || (fetchId as number) <= 0) return;
         // A notice's exceptions are dropped by isolated-vm, which would leave the fetch unanswered: start answers every failure itself.
-        this.sessions.get(callId)?.start(fetchId as number, requestJson);
+        this.sessions.get(callId)?.start(fetchId as number, requestJson, body);
       },
     ],
   };
@@ -83,6 +83,12 @@ export async function checkFunctionCode(code: string, limits: SandboxLimits): Pr
 export class FunctionRunner {
   readonly pool: SandboxPool;
   private readonly bridges = new WeakMap<Sandbox, FunctionBridge>();
+  /**
+   * A settings object's JSON and secrets, worked out once per object: the
+   * delivery worker passes the same object for every call until the
+   * destination changes (settings are never changed in place).
+   */
+  private readonly settingsParts = new WeakMap<object, { readonly json: string; readonly secrets: readonly string[] }>();
 
   constructor(
     readonly limits: SandboxLimits,
@@ -112,8 +118,10 @@ export class FunctionRunner {
     });
     if (created !== undefined) this.bridges.set(sandbox, created);
     const bridge = this.bridges.get(sandbox)!;
-    const result = await this.callNow(sandbox, bridge, eventJson, settings, known);
-    const secrets = secretValues(settings);
+    let parts = this.settingsParts.get(settings);
+    if (parts === undefined) this.settingsParts.set(settings, (parts = { json: JSON.stringify(settings), secrets: secretValues(settings) }));
+    const result = await this.callNow(sandbox, bridge, eventJson, parts.json, known);
+    const secrets = parts.secrets;
     if (secrets.length === 0) return result;
     return {
       ...result,
@@ -129,7 +137,7 @@ export class FunctionRunner {
     sandbox: Sandbox,
     bridge: FunctionBridge,
     eventJson: string,
-    settings: Readonly<Record<string, unknown>>,
+    settingsJson: string,
     known: { readonly type: unknown } | undefined,
   ): Promise<FunctionCallResult> {
     const started = performance.now();
@@ -142,11 +150,13 @@ export class FunctionRunner {
         return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
       }
     }
-    let names: string[];
-    try {
-      names = await sandbox.entryPoints();
-    } catch (error) {
-      return { outcome: 'failed', error: error instanceof Error ? error.message : String(error), fetches: [], logs: [], durationMs: took() };
+    let names = sandbox.loadedEntryPoints();
+    if (names === undefined) {
+      try {
+        names = await sandbox.entryPoints();
+      } catch (error) {
+        return { outcome: 'failed', error: error instanceof Error ? error.message : String(error), fetches: [], logs: [], durationMs: took() };
+      }
     }
     const handler = typeof type === 'string' && Object.hasOwn(HANDLERS, type) ? HANDLERS[type]! : undefined;
     if (handler === undefined || !names.includes(handler)) {
@@ -157,7 +167,7 @@ export class FunctionRunner {
     let callId: number | undefined;
     let result;
     try {
-      result = await sandbox.call(handler, `[${eventJson},${JSON.stringify(settings)}]`, {
+      result = await sandbox.call(handler, `[${eventJson},${settingsJson}]`, {
         onStart: (call) => {
           callId = call.id;
           session = new FetchSession(this.fetcher, call.settle);
