@@ -38,6 +38,8 @@ const FORBIDDEN_HEADERS = new Set(['host', 'connection', 'content-length', 'tran
 const MAX_HEADERS = 100;
 const MAX_HEADER_BYTES = 64 * 1024;
 const MAX_URL_CHARS = 16 * 1024;
+/** A request's JSON (method, URL, headers) past which it is refused unread: JSON escapes at most sextuple a character (\u0000). */
+export const MAX_REQUEST_JSON_CHARS = MAX_HEADER_BYTES * 6 + MAX_URL_CHARS * 6 + 1024;
 /** RFC 9110 token: a header name. The isolate's Headers checks too, but user code can change what it sends. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What would end a header line early (header injection). */
@@ -263,8 +265,7 @@ export class FetchSession {
 
 /** The request the isolate sent (its method, URL and headers as JSON, its body beside), checked: a string, or why it is refused. */
 function checkRequest(requestJson: unknown, rawBody: unknown, limits: FetchLimits): CheckedRequest | string {
-  // JSON escapes at most sextuple a character (\u0000): a bound before parsing.
-  if (typeof requestJson !== 'string' || requestJson.length > MAX_HEADER_BYTES * 6 + MAX_URL_CHARS * 6 + 1024) {
+  if (typeof requestJson !== 'string' || requestJson.length > MAX_REQUEST_JSON_CHARS) {
     return `fetch: the request's headers are larger than ${MAX_HEADER_BYTES / 1024} KB`;
   }
   let raw: { method?: unknown; url?: unknown; headers?: unknown };
@@ -307,6 +308,8 @@ function checkRequest(requestJson: unknown, rawBody: unknown, limits: FetchLimit
     }
     body = rawBody;
   }
+  // The isolate's Request refuses it too, but user code can change what it checks with.
+  if (body !== undefined && (method === 'GET' || method === 'HEAD')) return `fetch: a ${method} request cannot have a body`;
   return { method, url, headers, body };
 }
 

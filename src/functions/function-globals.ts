@@ -1,3 +1,5 @@
+import { DEFAULT_FETCH_BOUNDS, MAX_REQUEST_JSON_CHARS } from './function-fetch.js';
+
 /**
  * The globals of a function destination's isolate, as the JavaScript that
  * builds them (run once per isolate, before the user's code; see
@@ -19,13 +21,21 @@
  *   that call current. A call that has ended gets no answer.
  *
  * The callbacks and `currentCall` live only in this closure: user code never
- * sees them, nor `invoke`/`settle` (the host holds those).
+ * sees them, nor `invoke`/`settle` (the host holds those). `fetch` sends a
+ * call at most twice its request budget of notices, each a string JSON of
+ * bounded length and a string body of at most 1 MB characters: past that it
+ * rejects without a notice (see the comment in `fetch`).
  */
 export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, startFetch) {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, freeze = Object.freeze;
   const waiting = new Map();
   let lastFetchId = 0;
+  const MAX_BODY_CHARS = ${DEFAULT_FETCH_BOUNDS.maxRequestBodyBytes}, MAX_REQUEST_JSON_CHARS = ${MAX_REQUEST_JSON_CHARS};
+  const REQUESTS_PER_CALL = ${DEFAULT_FETCH_BOUNDS.maxRequestsPerCall}, NOTICES_PER_CALL = REQUESTS_PER_CALL * 2;
+  // Notices sent by call id (no prototype: nothing user code can change is
+  // looked up); emptied past 1,024 calls, the oldest long ended.
+  let sent = Object.create(null), sentCalls = 0;
 
   const defineError = (name) => {
     const Class = class extends Error {
@@ -316,10 +326,22 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
     try { request = new Request(input, init); } catch (error) { return Promise.reject(error); }
     const call = currentCall();
     if (call === 0) return Promise.reject(new TypeError('fetch is only available while a handler runs'));
+    // Checked here with what user code cannot change (typeof, a string's
+    // length, this closure's counts) before anything is sent: the host takes
+    // notices as they come, and a loop of them, or of large ones, would
+    // hold its thread (and every other program's calls) for as long as it
+    // ran. The host checks again, and decides the rest.
+    const used = sent[call] === undefined ? 0 : sent[call];
+    if (used >= NOTICES_PER_CALL) return Promise.reject(new TypeError('fetch: at most ' + REQUESTS_PER_CALL + ' requests per call'));
     const text = textOf(request);
+    if (text !== undefined && typeof text !== 'string') return Promise.reject(new TypeError('fetch: the body could not be read'));
+    if (text !== undefined && text.length > MAX_BODY_CHARS) return Promise.reject(new TypeError('fetch: the request body is larger than ' + MAX_BODY_CHARS / 1024 / 1024 + ' MB'));
     // The body goes beside the JSON, not in it: escaping it into the JSON
     // and back out on the host was a tenth of a call's JSON work.
     const requestJson = stringify({ method: request.method, url: request.url, headers: [...request.headers] });
+    if (typeof requestJson !== 'string' || requestJson.length > MAX_REQUEST_JSON_CHARS) return Promise.reject(new TypeError('fetch: the request could not be read'));
+    if (used === 0 && ++sentCalls > 1024) { sent = Object.create(null); sentCalls = 1; }
+    sent[call] = used + 1;
     const id = ++lastFetchId;
     const answer = new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
     startFetch(call, id, requestJson, text === undefined ? null : text);

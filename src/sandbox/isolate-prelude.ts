@@ -50,6 +50,7 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error, NativePromise = Promise;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
+  const UNREADABLE = '{"error":"the call ended with an error that could not be read","logs":[]}';
   // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
   const calls = Object.create(null);
   let current = null;
@@ -105,7 +106,8 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     } catch (error) {
       let errorType;
       try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
-      out = stringify({ error: describe(error), errorType, logs: mine.logs });
+      // User code can make stringify itself throw (a toJSON on Object.prototype): the call still ends, with a text of its own.
+      try { out = stringify({ error: describe(error), errorType, logs: mine.logs }); } catch { out = UNREADABLE; }
     } finally {
       delete calls[id];
       if (current === mine) current = null;

@@ -354,9 +354,68 @@ async function onTrack(event, settings) {
       assert.match(results[1]!.error!, /ran out of memory/);
       assert.equal(results[2]!.outcome, 'delivered', 'the next call runs in a fresh isolate');
     });
+
+    it('past twice its budget a call\'s fetches are refused inside the isolate, without a notice to the host (a loop of them cannot hold the host\'s thread)', async () => {
+      // The host answers a notice only in a later entry into the isolate, so
+      // a fetch already settled within the entry that made it was refused
+      // without one.
+      const code = `
+async function onTrack(event, settings) {
+  const states = [];
+  for (let i = 0; i < 24; i++) {
+    const state = { now: 'pending' };
+    fetch(settings.url + '/budget/' + i).then(() => (state.now = 'sent'), (e) => (state.now = e.message));
+    states.push(state);
+  }
+  await null; await null; await null;
+  console.log(states.map((s) => s.now).join('|'));
+}`;
+      const before = receiver.requests.filter((r) => r.path.includes('/budget/')).length;
+      const [result] = await runTest(open, code, [track({})], { url: receiver.url });
+      const states = result!.logs[0]!.split('|');
+      assert.deepEqual(states.slice(0, 20), Array(20).fill('pending'), result!.logs[0]);
+      assert.deepEqual(states.slice(20), Array(4).fill('fetch: at most 10 requests per call'), result!.logs[0]);
+      assert.equal(result!.fetches.length, 20, 'ten sent, ten refused by the host');
+      assert.equal(receiver.requests.filter((r) => r.path.includes('/budget/')).length - before, 10);
+    });
+
+    it('refuses a body that is not a string or is over 1 MB of characters before it leaves the isolate, and a GET with a body on the host, whatever the code changed', async () => {
+      const code = `
+async function onTrack(event, settings) {
+  const kind = event.properties.kind;
+  if (kind === 'object') URLSearchParams.prototype.toString = function () { return { not: 'a string' }; };
+  if (kind === 'long') { const big = 'x'.repeat(1024 * 1024 + 1); URLSearchParams.prototype.toString = function () { return big; }; }
+  if (kind === 'get') {
+    // The isolate's Request upper-cases the method before its GET check.
+    String.prototype.toUpperCase = function () { return String(this); };
+    await fetch(settings.url + '/get-with-body', { method: 'get', body: 'hidden' });
+    return;
+  }
+  await fetch(settings.url + '/odd-body/' + kind, { method: 'POST', body: new URLSearchParams() });
+}`;
+      const before = receiver.requests.filter((r) => r.path.includes('/odd-body/') || r.path.includes('/get-with-body')).length;
+      const results = await runTest(open, code, [track({ kind: 'object' }), track({ kind: 'long' }), track({ kind: 'get' })], { url: receiver.url });
+      assert.equal(results[0]!.error, 'fetch: the body could not be read', JSON.stringify(results[0]));
+      assert.equal(results[1]!.error, 'fetch: the request body is larger than 1 MB', JSON.stringify(results[1]));
+      for (const refused of results.slice(0, 2)) assert.deepEqual(refused.fetches, [], 'refused in the isolate: no request made');
+      assert.equal(results[2]!.fetches[0]!.error, 'fetch: a GET request cannot have a body', JSON.stringify(results[2]));
+      for (const result of results) assert.equal(result.outcome, 'failed', JSON.stringify(result));
+      assert.equal(receiver.requests.filter((r) => r.path.includes('/odd-body/') || r.path.includes('/get-with-body')).length - before, 0);
+    });
   });
 
   describe('isolation', () => {
+    it('code that makes JSON.stringify throw (a toJSON on Object.prototype) still ends its call at once, as a failure', async () => {
+      const code = `
+async function onTrack() {
+  Object.prototype.toJSON = function () { throw new Error('no JSON today'); };
+  throw new ValidationError('the event is wrong');
+}`;
+      const [result] = await runTest(open, code, [track({})]);
+      assert.equal(result!.outcome, 'failed', JSON.stringify(result));
+      assert.equal(result!.error, 'the call ended with an error that could not be read');
+    });
+
     it('reaches nothing of the host through the values the bridge returns, stack frames or the globals', async () => {
       const code = `
 async function onTrack(event, settings) {
