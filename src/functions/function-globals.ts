@@ -331,8 +331,6 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
     // notices as they come, and a loop of them, or of large ones, would
     // hold its thread (and every other program's calls) for as long as it
     // ran. The host checks again, and decides the rest.
-    const used = sent[call] === undefined ? 0 : sent[call];
-    if (used >= NOTICES_PER_CALL) return Promise.reject(new TypeError('fetch: at most ' + REQUESTS_PER_CALL + ' requests per call'));
     const text = textOf(request);
     if (text !== undefined && typeof text !== 'string') return Promise.reject(new TypeError('fetch: the body could not be read'));
     if (text !== undefined && text.length > MAX_BODY_CHARS) return Promise.reject(new TypeError('fetch: the request body is larger than ' + MAX_BODY_CHARS / 1024 / 1024 + ' MB'));
@@ -340,6 +338,11 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
     // and back out on the host was a tenth of a call's JSON work.
     const requestJson = stringify({ method: request.method, url: request.url, headers: [...request.headers] });
     if (typeof requestJson !== 'string' || requestJson.length > MAX_REQUEST_JSON_CHARS) return Promise.reject(new TypeError('fetch: the request could not be read'));
+    // Read, checked and counted with no user code in between: the line
+    // above runs some (Headers' iterator, toJSON), which may call fetch
+    // itself; a count read before it would be written back stale.
+    const used = sent[call] === undefined ? 0 : sent[call];
+    if (used >= NOTICES_PER_CALL) return Promise.reject(new TypeError('fetch: at most ' + REQUESTS_PER_CALL + ' requests per call'));
     if (used === 0 && ++sentCalls > 1024) { sent = Object.create(null); sentCalls = 1; }
     sent[call] = used + 1;
     const id = ++lastFetchId;

@@ -379,6 +379,27 @@ async function onTrack(event, settings) {
       assert.equal(receiver.requests.filter((r) => r.path.includes('/budget/')).length - before, 10);
     });
 
+    it('fetches made from inside fetch (a Headers iterator the code replaced) count against the same budget', async () => {
+      // Each notice still waits for the host's answer at the end of the
+      // entry that made it: the pending ones are the notices sent.
+      const code = `
+async function onTrack(event, settings) {
+  const states = [];
+  const watch = (promise) => { const state = { now: 'pending' }; promise.then(() => (state.now = 'sent'), (e) => (state.now = e.message)); states.push(state); };
+  const iterate = Headers.prototype[Symbol.iterator];
+  let depth = 0;
+  Headers.prototype[Symbol.iterator] = function () {
+    if (depth < 3) { depth++; try { watch(fetch(settings.url + '/nested')); } finally { depth--; } }
+    return iterate.call(this);
+  };
+  for (let i = 0; i < 40; i++) watch(fetch(settings.url + '/nested'));
+  await null; await null; await null;
+  console.log(states.filter((s) => s.now === 'pending').length, 'of', states.length);
+}`;
+      const [result] = await runTest(open, code, [track({})], { url: receiver.url });
+      assert.equal(result!.logs[0], '20 of 160', JSON.stringify(result));
+    });
+
     it('refuses a body that is not a string or is over 1 MB of characters before it leaves the isolate, and a GET with a body on the host, whatever the code changed', async () => {
       const code = `
 async function onTrack(event, settings) {
