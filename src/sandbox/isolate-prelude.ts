@@ -1,7 +1,7 @@
 /**
  * The JavaScript run in each isolate before the user's code: `log` (and
  * `console.log` &c. as aliases) and the functions the host calls the
- * isolate through. The script's value is `[dispatch, resume, currentCall, connect, hold]`,
+ * isolate through. The script's value is `[dispatch, resume, currentCall, setBoard]`,
  * held only by the host as References (never globals), so user code can
  * neither call nor replace them; they captured `JSON.parse`/`JSON.stringify`
  * before user code ran. Whatever `dispatch` returns is still untrusted text
@@ -21,41 +21,32 @@
  * that settled it: within one program only, never across programs.
  *
  * Protocol:
- * - `dispatch(fn, argsJson, metaJson, id)`: starts call `id`; when it ends,
- *   the host's `finished(id, text)` notice gets `text`:
- *   `{"value":…,"logs":[…]}` or `{"error":"…","errorType"?:"…","logs":[…]}`
+ * - `dispatch(fn, argsJson, metaJson, id)` → Promise<string>, the string
+ *   being `{"value":…,"logs":[…]}` or `{"error":"…","errorType"?:"…","logs":[…]}`
  *   (`errorType`: the thrown error's `name`, which function destinations'
  *   outcomes depend on). `metaJson`, unless undefined, becomes a last
- *   argument `metadata(event)` returning a fresh copy of it (RudderStack's
- *   shape). (A notice, not the promise isolated-vm returns for an entry:
- *   that one captures a stack trace and a promise on the host for every
- *   call, a twelfth of a function call's CPU.)
+ *   argument `metadata(event)` returning a fresh copy of it (RudderStack's shape).
  * - `resume(id, fn, a, b)`: makes call `id` current and calls `fn(a, b)`;
  *   nothing when call `id` has ended (its answer is dropped).
  * - `currentCall()` → the current call's id, 0 when none (load time, or code
  *   of a call that has ended).
- * - `connect(sharedArrayBuffer, finished)`: once (later calls are
- *   ignored), before user code runs: the host's `finished` notice, and a
+ * - `setBoard(sharedArrayBuffer)`: once (later calls are ignored), a
  *   buffer shared with the host, where each entry writes which call it
  *   runs for: `[entries so far, call id]` as two doubles. The host reads it
  *   to tell code stuck in one entry from an isolate that is merely busy
- *   (see `watchStuck` in sandbox.ts). Like the others both live only in
- *   this closure; user code can neither reach nor replace them.
- * - `hold()` → a promise that never settles: the host's one pending entry
- *   per isolate, which isolated-vm rejects when the isolate is disposed
- *   (out of memory, or by the host), so that the calls in it learn it.
+ *   (see `watchStuck` in sandbox.ts). Like the others it lives only in this
+ *   closure; user code can neither read nor write it.
  */
 export function isolatePrelude(logChars: number, resultChars: number): string {
   return `(() => {
   'use strict';
-  const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error, NativePromise = Promise;
+  const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
-  const UNREADABLE = '{"error":"the call ended with an error that could not be read","logs":[]}';
   // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
   const calls = Object.create(null);
   let current = null;
-  let board = null, finished = null;
-  const connect = (buffer, notice) => { if (board === null) { board = new Float64Array(buffer); finished = notice; } };
+  let board = null;
+  const setBoard = (buffer) => { if (board === null) board = new Float64Array(buffer); };
   const entering = (id) => { if (board !== null) { board[1] = id; board[0] = board[0] + 1; } };
   const format = (v) => {
     if (typeof v === 'string') return v;
@@ -88,31 +79,28 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   delete Atomics.waitAsync;
   globalThis.log = log;
   globalThis.console = { log, info: log, warn: log, error: log, debug: log };
-  // Its promise is nobody's: the result leaves through finished, called
-  // here (never through a then that user code could have replaced).
   const dispatch = async (fn, argsJson, metaJson, id) => {
     entering(id);
     const mine = { id, logs: [], chars: 0, full: false };
     calls[id] = mine;
     current = mine;
-    let out;
     try {
       const args = parse(argsJson);
       if (metaJson !== undefined) args[args.length] = () => parse(metaJson);
       const value = await fn(...args);
+      let out;
       try { out = stringify({ value, logs: mine.logs }); }
-      catch (error) { out = stringify({ error: 'the result is not JSON: ' + describe(error), logs: mine.logs }); }
-      if (out.length > RESULT_CHARS) out = stringify({ error: 'the result is larger than ' + RESULT_CHARS + ' characters', logs: mine.logs });
+      catch (error) { return stringify({ error: 'the result is not JSON: ' + describe(error), logs: mine.logs }); }
+      if (out.length > RESULT_CHARS) return stringify({ error: 'the result is larger than ' + RESULT_CHARS + ' characters', logs: mine.logs });
+      return out;
     } catch (error) {
       let errorType;
       try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
-      // User code can make stringify itself throw (a toJSON on Object.prototype): the call still ends, with a text of its own.
-      try { out = stringify({ error: describe(error), errorType, logs: mine.logs }); } catch { out = UNREADABLE; }
+      return stringify({ error: describe(error), errorType, logs: mine.logs });
     } finally {
       delete calls[id];
       if (current === mine) current = null;
     }
-    try { finished(id, out); } catch {}
   };
   const resume = (id, fn, a, b) => {
     entering(id);
@@ -124,9 +112,6 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     fn(a, b);
   };
   const currentCall = () => (current === null ? 0 : current.id);
-  // Kept here: a promise nobody holds is collected, and isolated-vm then rejects it as abandoned.
-  let held = null;
-  const hold = () => (held ??= new NativePromise(() => {}));
-  return [dispatch, resume, currentCall, connect, hold];
+  return [dispatch, resume, currentCall, setBoard];
 })()`;
 }

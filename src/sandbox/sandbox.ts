@@ -101,29 +101,21 @@ export class CodeError extends Error {
 
 type Ref = ivm.Reference<unknown>;
 
-/** How a dispatched call's text comes back (see {@link Loaded.answers}). */
-interface Answer {
-  readonly resolve: (text: unknown) => void;
-  readonly reject: (error: Error) => void;
-}
-
 interface Loaded {
   readonly isolate: ivm.Isolate;
   readonly context: ivm.Context;
-  /** The prelude's dispatch and resume (see isolate-prelude.ts). */
+  /** The prelude's dispatch, resume and currentCall (see isolate-prelude.ts). */
   readonly dispatch: Ref;
   readonly resume: Ref;
-  /** The calls dispatched and not yet finished, by id: what the prelude's `finished` notice answers. */
-  readonly answers: Map<number, Answer>;
-  /** `gone`: why the isolate is gone, once isolated-vm has said so (it rejected the prelude's `hold`). */
-  readonly fate: { gone?: Error };
   readonly functions: ReadonlyMap<string, Ref>;
   /** The keys of `functions`. */
   readonly names: readonly string[];
   /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through, and its `settle`. */
   readonly invoke?: Ref | undefined;
   readonly settle?: Ref | undefined;
-  /** Takes no new calls; disposed once no call is in it (`liveCalls` is empty). */
+  /** Calls started in this isolate that have not ended. */
+  calls: number;
+  /** Takes no new calls; disposed once `calls` is 0. */
   retired: boolean;
   /** Calls in it when a call first found it disposed under it (out of memory). */
   callsAtFault?: number;
@@ -131,7 +123,7 @@ interface Loaded {
   heapBytes?: number;
   /** Shared with the prelude: `[entries so far, call id of the latest]` (see {@link Sandbox.watchStuck}). */
   readonly board: Float64Array;
-  /** Ids of the calls started in it that have not ended (a call ends when it is answered or runs out of time). */
+  /** Ids of its calls that have neither ended nor run out of time. */
   readonly liveCalls: Set<number>;
   /** Since when (and its `wallTime` then) the board has shown the same entry of a call that is over (see {@link Sandbox.watchStuck}). */
   held: { entries: number; since: number; wallMs: number };
@@ -180,8 +172,7 @@ const STUCK_GRACE_MS = 500;
  * numbers the prelude writes and the host reads (which call each entry
  * runs for, see {@link Sandbox.watchStuck}). Arguments go in as
  * JSON text (parsed inside by the prelude), results come out as JSON text
- * through the prelude's `finished` notice (parsed here, size-checked
- * first). No host function, object or Reference
+ * (parsed here, size-checked first). No host function, object or Reference
  * is ever handed to the isolate's code; it has only V8's built-ins plus
  * `log` (and what a {@link SandboxHost} builds from its callbacks).
  */
@@ -293,7 +284,7 @@ export class Sandbox {
   private retire(loaded: Loaded): void {
     loaded.retired = true;
     if (this.loaded === loaded) this.loaded = undefined;
-    if (loaded.liveCalls.size === 0) {
+    if (loaded.calls === 0) {
       this.live.delete(loaded);
       disposeQuietly(loaded);
     }
@@ -311,6 +302,7 @@ export class Sandbox {
     const fn = loaded.functions.get(name);
     if (fn === undefined) return { ok: false, error: `the code defines no ${name} function`, logs: [], durationMs: took() };
     const id = this.nextCallId++;
+    loaded.calls++;
     loaded.liveCalls.add(id);
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
@@ -323,11 +315,7 @@ export class Sandbox {
       // promises alike (a loop, a promise that never settles, a microtask
       // loop); see "Faults" above for code stuck in one entry.
       const text = await Promise.race([
-        new Promise<unknown>((resolve, reject) => {
-          if (loaded.fate.gone !== undefined) throw loaded.fate.gone;
-          loaded.answers.set(id, { resolve, reject });
-          loaded.dispatch.applyIgnored(undefined, [target.derefInto(), callArgs, options.meta, id]);
-        }),
+        loaded.dispatch.apply(undefined, [target.derefInto(), callArgs, options.meta, id], { result: { promise: true, copy: true } }),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             timedOut = true;
@@ -346,7 +334,7 @@ export class Sandbox {
       // memory (during an awaited promise the error then says only "Promise
       // was abandoned").
       const memory = loaded.isolate.isDisposed && !timedOut;
-      if (memory) loaded.callsAtFault ??= loaded.liveCalls.size;
+      if (memory) loaded.callsAtFault ??= loaded.calls;
       const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
       if (memory || timeout) this.retire(loaded);
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
@@ -354,8 +342,8 @@ export class Sandbox {
       return { ok: false, error: message, logs: [], durationMs: took(), ...fault };
     } finally {
       clearTimeout(timer);
-      loaded.answers.delete(id);
       loaded.liveCalls.delete(id);
+      loaded.calls--;
       if (loaded.retired) this.retire(loaded);
     }
   }
@@ -516,27 +504,10 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
     const context = await isolate.createContext();
     const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars), { filename: 'switchyard-prelude.js' });
     const entries = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
-    const [dispatch, resume, currentCall, connect, hold] = await Promise.all([0, 1, 2, 3, 4].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
+    const [dispatch, resume, currentCall, setBoard] = await Promise.all([0, 1, 2, 3].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
     // Shared, not copied: the isolate's writes show here as they happen.
     const shared = new SharedArrayBuffer(2 * Float64Array.BYTES_PER_ELEMENT);
-    const answers = new Map<number, Answer>();
-    const finished = new ivm.Callback(
-      (id: unknown, text: unknown) => {
-        const answer = typeof id === 'number' ? answers.get(id) : undefined;
-        if (answer === undefined) return; // a call that has ended (timed out)
-        answers.delete(id as number);
-        answer.resolve(text);
-      },
-      { ignored: true },
-    );
-    await connect!.apply(undefined, [new ivm.ExternalCopy(shared).copyInto({ release: true }), finished], { timeout: limits.timeoutMs });
-    const fate: { gone?: Error } = {};
-    // Rejected by isolated-vm when the isolate is disposed: every call still in it fails with it.
-    hold!.apply(undefined, [], { result: { promise: true } }).then(undefined, (error: unknown) => {
-      const gone = (fate.gone = error instanceof Error ? error : new Error(String(error)));
-      for (const answer of answers.values()) answer.reject(gone);
-      answers.clear();
-    });
+    await setBoard!.apply(undefined, [new ivm.ExternalCopy(shared).copyInto({ release: true })], { timeout: limits.timeoutMs });
     const host = program.host === undefined ? undefined : await installHost(isolate, context, program.host, currentCall!, limits);
     const functions = new Map<string, Ref>();
     if (program.kind === 'module') {
@@ -567,7 +538,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatch: dispatch!, resume: resume!, answers, fate, functions, names: Object.freeze([...functions.keys()]), invoke: host?.invoke, settle: host?.settle, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, names: Object.freeze([...functions.keys()]), invoke: host?.invoke, settle: host?.settle, calls: 0, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;

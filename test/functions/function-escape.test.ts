@@ -433,8 +433,9 @@ async function onTrack() {
   throw new ValidationError('the event is wrong');
 }`;
       const [result] = await runTest(open, code, [track({})]);
+      // Failed with what stringify threw, not left to run out its time (retried as a timeout).
       assert.equal(result!.outcome, 'failed', JSON.stringify(result));
-      assert.equal(result!.error, 'the call ended with an error that could not be read');
+      assert.match(result!.error!, /no JSON today/);
     });
 
     it('reaches nothing of the host through the values the bridge returns, stack frames or the globals', async () => {

@@ -224,28 +224,6 @@ async function onTrack(event, settings) {
     assert.equal(alone.outcome, 'failed', JSON.stringify(alone));
   });
 
-  it('calls keep ending normally while the isolate collects its garbage, many times over', async () => {
-    // The isolate's end is learnt through a promise of the prelude that
-    // never settles; were it left for the garbage collector, isolated-vm
-    // would reject it as abandoned and every call after it would fail.
-    runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
-    const code = fn(`
-async function onTrack(event) {
-  const junk = [];
-  for (let i = 0; i < 5000; i++) junk.push({ i, text: 'garbage ' + i + event.messageId });
-  console.log(junk.length);
-}`);
-    const outcomes = new Map<string, number>();
-    for (let round = 0; round < 100; round++) {
-      const results = await Promise.all([0, 1, 2, 3].map((i) => runner.run(code, track('Junk', `m${round}_${i}`), {})));
-      for (const result of results) {
-        const key = result.outcome === 'delivered' ? 'delivered' : `${result.outcome}: ${result.error}`;
-        outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
-      }
-    }
-    assert.deepEqual(Object.fromEntries(outcomes), { delivered: 400 });
-  });
-
   it('a fetch left running by a call that ended is aborted; a call in flight beside it keeps its own', async () => {
     runner = new FunctionRunner(LIMITS, fetcher, undefined, 4);
     const code = fn(`
