@@ -113,9 +113,7 @@ interface Loaded {
   /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through, and its `settle`. */
   readonly invoke?: Ref | undefined;
   readonly settle?: Ref | undefined;
-  /** Calls started in this isolate that have not ended. */
-  calls: number;
-  /** Takes no new calls; disposed once `calls` is 0. */
+  /** Takes no new calls; disposed once no call is in it (`liveCalls` is empty). */
   retired: boolean;
   /** Calls in it when a call first found it disposed under it (out of memory). */
   callsAtFault?: number;
@@ -123,7 +121,7 @@ interface Loaded {
   heapBytes?: number;
   /** Shared with the prelude: `[entries so far, call id of the latest]` (see {@link Sandbox.watchStuck}). */
   readonly board: Float64Array;
-  /** Ids of its calls that have neither ended nor run out of time. */
+  /** Ids of the calls started in it that have not ended (a call ends when it is answered or runs out of time). */
   readonly liveCalls: Set<number>;
   /** Since when (and its `wallTime` then) the board has shown the same entry of a call that is over (see {@link Sandbox.watchStuck}). */
   held: { entries: number; since: number; wallMs: number };
@@ -284,7 +282,7 @@ export class Sandbox {
   private retire(loaded: Loaded): void {
     loaded.retired = true;
     if (this.loaded === loaded) this.loaded = undefined;
-    if (loaded.calls === 0) {
+    if (loaded.liveCalls.size === 0) {
       this.live.delete(loaded);
       disposeQuietly(loaded);
     }
@@ -302,7 +300,6 @@ export class Sandbox {
     const fn = loaded.functions.get(name);
     if (fn === undefined) return { ok: false, error: `the code defines no ${name} function`, logs: [], durationMs: took() };
     const id = this.nextCallId++;
-    loaded.calls++;
     loaded.liveCalls.add(id);
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
@@ -334,7 +331,7 @@ export class Sandbox {
       // memory (during an awaited promise the error then says only "Promise
       // was abandoned").
       const memory = loaded.isolate.isDisposed && !timedOut;
-      if (memory) loaded.callsAtFault ??= loaded.calls;
+      if (memory) loaded.callsAtFault ??= loaded.liveCalls.size;
       const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
       if (memory || timeout) this.retire(loaded);
       const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
@@ -343,7 +340,6 @@ export class Sandbox {
     } finally {
       clearTimeout(timer);
       loaded.liveCalls.delete(id);
-      loaded.calls--;
       if (loaded.retired) this.retire(loaded);
     }
   }
@@ -538,7 +534,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, names: Object.freeze([...functions.keys()]), invoke: host?.invoke, settle: host?.settle, calls: 0, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, names: Object.freeze([...functions.keys()]), invoke: host?.invoke, settle: host?.settle, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;
