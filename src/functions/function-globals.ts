@@ -15,10 +15,11 @@ import { DEFAULT_FETCH_BOUNDS, MAX_REQUEST_JSON_CHARS } from './function-fetch.j
  *   `part`, sets that component of `input` first. A callback (the isolate
  *   waits for it); what it answers for a plain `input` is kept, 256 at most.
  * - `startFetch(callId, fetchId, requestJson, body)`, a notice (the isolate
- *   does not wait; `body` a string or null): the host checks the request against that call's budget and starts
- *   it, or refuses it; either way it answers through `settle(fetchId,
- *   answerJson)`, the second function this script returns, entered with
- *   that call current. A call that has ended gets no answer.
+ *   does not wait; `body` a string or null): the host checks the request
+ *   against that call's budget and starts it, or refuses it; either way it
+ *   answers through `settle(fetchId, answerJson)`, the second function
+ *   this script returns, entered with that call current. A call that has
+ *   ended gets no answer.
  *
  * The callbacks and `currentCall` live only in this closure: user code never
  * sees them, nor `invoke`/`settle` (the host holds those). `fetch` sends a
@@ -334,8 +335,8 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
     const text = textOf(request);
     if (text !== undefined && typeof text !== 'string') return Promise.reject(new TypeError('fetch: the body could not be read'));
     if (text !== undefined && text.length > MAX_BODY_CHARS) return Promise.reject(new TypeError('fetch: the request body is larger than ' + MAX_BODY_CHARS / 1024 / 1024 + ' MB'));
-    // The body goes beside the JSON, not in it: escaping it into the JSON
-    // and back out on the host was a tenth of a call's JSON work.
+    // The body goes beside the JSON, not escaped into it: the host checks it
+    // as the string it is, and never parses a megabyte out of JSON.
     const requestJson = stringify({ method: request.method, url: request.url, headers: [...request.headers] });
     if (typeof requestJson !== 'string' || requestJson.length > MAX_REQUEST_JSON_CHARS) return Promise.reject(new TypeError('fetch: the request could not be read'));
     // Read, checked and counted with no user code in between: the line
