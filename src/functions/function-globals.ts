@@ -29,14 +29,15 @@ import { DEFAULT_FETCH_BOUNDS, MAX_REQUEST_JSON_CHARS } from './function-fetch.j
  */
 export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, startFetch) {
   'use strict';
-  const parse = JSON.parse, stringify = JSON.stringify, toStr = String, freeze = Object.freeze;
+  // Captured before user code runs: what is looked up later can have been replaced.
+  const parse = JSON.parse, stringify = JSON.stringify, toStr = String, freeze = Object.freeze, create = Object.create;
   const waiting = new Map();
   let lastFetchId = 0;
   const MAX_BODY_CHARS = ${DEFAULT_FETCH_BOUNDS.maxRequestBodyBytes}, MAX_REQUEST_JSON_CHARS = ${MAX_REQUEST_JSON_CHARS};
   const REQUESTS_PER_CALL = ${DEFAULT_FETCH_BOUNDS.maxRequestsPerCall}, NOTICES_PER_CALL = REQUESTS_PER_CALL * 2;
   // Notices sent by call id (no prototype: nothing user code can change is
   // looked up); emptied past 1,024 calls, the oldest long ended.
-  let sent = Object.create(null), sentCalls = 0;
+  let sent = create(null), sentCalls = 0;
 
   const defineError = (name) => {
     const Class = class extends Error {
@@ -161,14 +162,14 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
   const URL_PARTS = ['href', 'protocol', 'username', 'password', 'host', 'hostname', 'port', 'pathname', 'search', 'hash'];
   // A function fetches the same few URLs over and over: each plain parse is
   // kept (no prototype: no lookup reaches code the user can change).
-  let parsed = Object.create(null), parsedCount = 0;
+  let parsed = create(null), parsedCount = 0;
   const parseOrThrow = (input, base, part, value) => {
     const plain = base === undefined && part === undefined;
     if (plain) { const known = parsed[input]; if (known !== undefined) return known; }
     const answer = parse(parseUrl(input, base, part, value));
     if (answer.error !== undefined) throw new TypeError(answer.error);
     if (plain) {
-      if (parsedCount >= 256) { parsed = Object.create(null); parsedCount = 0; }
+      if (parsedCount >= 256) { parsed = create(null); parsedCount = 0; }
       parsed[input] = freeze(answer);
       parsedCount++;
     }
@@ -344,7 +345,7 @@ export const FUNCTION_GLOBALS = String.raw`(function (currentCall, parseUrl, sta
     // itself; a count read before it would be written back stale.
     const used = sent[call] === undefined ? 0 : sent[call];
     if (used >= NOTICES_PER_CALL) return Promise.reject(new TypeError('fetch: at most ' + REQUESTS_PER_CALL + ' requests per call'));
-    if (used === 0 && ++sentCalls > 1024) { sent = Object.create(null); sentCalls = 1; }
+    if (used === 0 && ++sentCalls > 1024) { sent = create(null); sentCalls = 1; }
     sent[call] = used + 1;
     const id = ++lastFetchId;
     const answer = new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));

@@ -248,4 +248,36 @@ async function onTrack(event, settings) {
     // The leftover was aborted when its call ended: it never settles, in any call.
     assert.deepEqual(result.logs, ['mine 200 leftover pending']);
   });
+
+  it('the budget of notices a call may send holds after a thousand calls, whatever an earlier call replaced (Object.create)', async () => {
+    // fetch's counts of notices by call are emptied past 1,024 calls; were
+    // the empty table made with a global looked up then, an earlier call
+    // could have replaced it with one that never counts.
+    runner = new FunctionRunner(LIMITS, fetcher, undefined, 16);
+    const code = fn(`
+async function onTrack(event, settings) {
+  if (event.event === 'Poison') {
+    Object.create = () => new Proxy({}, { get: () => undefined, set: () => true, defineProperty: () => true });
+    return;
+  }
+  if (event.event === 'One') { await fetch(settings.url + '/one'); return; }
+  const states = [];
+  for (let i = 0; i < 24; i++) {
+    const state = { now: 'pending' };
+    fetch(settings.url + '/many/' + i).then(() => (state.now = 'sent'), (e) => (state.now = e.message));
+    states.push(state);
+  }
+  await null; await null; await null;
+  // Each notice waits for the host's answer at the end of this entry: the pending ones are the notices sent.
+  console.log(states.filter((s) => s.now === 'pending').length);
+}`);
+    const settings = { url: receiver.url };
+    assert.equal((await runner.run(code, track('Poison'), settings)).outcome, 'delivered');
+    for (let round = 0; round < 65; round++) {
+      const results = await Promise.all(Array.from({ length: 16 }, (_, i) => runner.run(code, track('One', `one_${round}_${i}`), settings)));
+      for (const result of results) assert.equal(result.outcome, 'delivered', JSON.stringify(result));
+    }
+    const many = await runner.run(code, track('Many'), settings);
+    assert.deepEqual(many.logs, ['20'], JSON.stringify(many));
+  });
 });
