@@ -150,16 +150,18 @@ export class FunctionRunner {
         return { outcome: 'failed', errorType: 'InvalidEventPayload', error: 'the stored message is not JSON', fetches: [], logs: [], durationMs: took() };
       }
     }
-    let names = sandbox.loadedEntryPoints();
-    if (names === undefined) {
+    const handler = typeof type === 'string' && Object.hasOwn(HANDLERS, type) ? HANDLERS[type]! : undefined;
+    let defined = handler === undefined ? undefined : sandbox.defines(handler);
+    if (defined === undefined) {
+      // Not loaded yet: loading comes first, so code that does not load says so whatever the message.
       try {
-        names = await sandbox.entryPoints();
+        const names = await sandbox.entryPoints();
+        defined = handler !== undefined && names.includes(handler);
       } catch (error) {
         return { outcome: 'failed', error: error instanceof Error ? error.message : String(error), fetches: [], logs: [], durationMs: took() };
       }
     }
-    const handler = typeof type === 'string' && Object.hasOwn(HANDLERS, type) ? HANDLERS[type]! : undefined;
-    if (handler === undefined || !names.includes(handler)) {
+    if (handler === undefined || !defined) {
       const what = typeof type === 'string' ? type.slice(0, 40) : 'a message without a type';
       return { outcome: 'failed', errorType: 'EventNotSupported', error: `${what} is not supported${handler === undefined ? '' : ` (the code defines no ${handler})`}`, fetches: [], logs: [], durationMs: took() };
     }

@@ -108,8 +108,6 @@ interface Loaded {
   readonly dispatch: Ref;
   readonly resume: Ref;
   readonly functions: ReadonlyMap<string, Ref>;
-  /** The keys of `functions`. */
-  readonly names: readonly string[];
   /** With a {@link SandboxHost}: the setup's `invoke`, which every call goes through, and its `settle`. */
   readonly invoke?: Ref | undefined;
   readonly settle?: Ref | undefined;
@@ -197,14 +195,14 @@ export class Sandbox {
   }
 
   /** The entry points the code defines (loads it). */
-  entryPoints(): Promise<readonly string[]> {
-    return this.track(async () => (await this.load()).names);
+  entryPoints(): Promise<string[]> {
+    return this.track(async () => [...(await this.load()).functions.keys()]);
   }
 
-  /** The entry points the code defines when its isolate is loaded and takes calls; undefined otherwise (then see {@link entryPoints}). */
-  loadedEntryPoints(): readonly string[] | undefined {
+  /** Whether the code defines entry point `name`, when its isolate is loaded and takes calls; undefined otherwise (then see {@link entryPoints}). */
+  defines(name: string): boolean | undefined {
     const loaded = this.loaded;
-    return loaded === undefined || loaded.retired || loaded.isolate.isDisposed ? undefined : loaded.names;
+    return loaded === undefined || loaded.retired || loaded.isolate.isDisposed ? undefined : loaded.functions.has(name);
   }
 
   /** Calls `name` with the JSON array `argsJson`, once one of the `concurrency` turns is free. */
@@ -534,7 +532,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
         if (ref.typeof === 'function') functions.set(name, ref);
       }
     }
-    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, names: Object.freeze([...functions.keys()]), invoke: host?.invoke, settle: host?.settle, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
+    return { isolate, context, dispatch: dispatch!, resume: resume!, functions, invoke: host?.invoke, settle: host?.settle, board: new Float64Array(shared), liveCalls: new Set(), held: { entries: 0, since: performance.now(), wallMs: 0 }, retired: false };
   } catch (error) {
     if (!isolate.isDisposed) isolate.dispose();
     if (error instanceof CodeError) throw error;
@@ -582,7 +580,7 @@ export async function checkCode(program: SandboxCode, limits: SandboxLimits): Pr
   try {
     const found = await sandbox.entryPoints();
     if (found.length === 0) throw new CodeError(`the code defines none of ${program.entryPoints.join(', ')}`);
-    return [...found];
+    return found;
   } finally {
     sandbox.dispose();
   }

@@ -54,7 +54,7 @@ export class TransformationRunner {
 
   async run(transformation: TransformationVersion, eventJson: string, meta: TransformMetadata): Promise<TransformRun> {
     const sandbox = this.pool.get(`${transformation.id}@${transformation.version}`, () => transformationProgram(transformation.code));
-    let names: readonly string[];
+    let names: string[];
     try {
       names = await sandbox.entryPoints();
     } catch (error) {
