@@ -48,6 +48,11 @@ export interface ReceiverStats {
   /** Send to arrival, ms, of the measured messages. */
   readonly latencyMs: LatencySummary;
   /**
+   * `engage-syncs` only: send to the sync's `timestamp` (the moment Engage
+   * computed the change), ms: the part of `latencyMs` before delivery.
+   */
+  readonly computedMs?: LatencySummary;
+  /**
    * The measured messages by the second (from the first one) they were sent
    * in: how many, how many took longer than `slowMs`, and the slowest. Shows
    * whether a bad p99 is one stall or a steady state.

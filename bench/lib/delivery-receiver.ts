@@ -25,6 +25,8 @@ let lastAt: number | undefined;
 let marks = new Set<number>();
 let latency: LatencyHistogram | undefined;
 let histogram = new LatencyHistogram();
+/** `engage-syncs` only: send → the sync's `timestamp` (see ReceiverStats.computedMs). */
+let computedHistogram = new LatencyHistogram();
 let slowMs = Infinity;
 let latencyOf: NonNullable<ReceiverReset['latencyOf']> = 'messages';
 let firstSentAt: number | undefined;
@@ -39,6 +41,7 @@ function reset(request: ReceiverReset): void {
   lastAt = undefined;
   marks = new Set(request.marks);
   histogram = new LatencyHistogram();
+  computedHistogram = new LatencyHistogram();
   latency = request.latency ? histogram : undefined;
   slowMs = request.slowMs ?? Infinity;
   latencyOf = request.latencyOf ?? 'messages';
@@ -63,7 +66,7 @@ function recordLatency(now: number, sentAtMs: number): void {
 
 function stats(): ReceiverStats {
   const cpu = process.cpuUsage();
-  return { phase, count, signed, firstAt, lastAt, measured, latencyMs: histogram.summary(), perSecond, cpuSec: (cpu.user + cpu.system) / 1e6 };
+  return { phase, count, signed, firstAt, lastAt, measured, latencyMs: histogram.summary(), ...(latencyOf === 'engage-syncs' && { computedMs: computedHistogram.summary() }), perSecond, cpuSec: (cpu.user + cpu.system) / 1e6 };
 }
 
 function answer(response: http.ServerResponse, status: number, body: string): void {
@@ -72,6 +75,7 @@ function answer(response: http.ServerResponse, status: number, body: string): vo
 }
 
 interface BenchBody {
+  readonly timestamp?: unknown;
   readonly properties?: { readonly sentAtMs?: unknown; readonly benchPhase?: unknown };
   readonly traits?: { readonly bench_sent_at_ms?: unknown };
   readonly context?: { readonly personas?: unknown };
@@ -87,6 +91,12 @@ function measuredSendTime(body: BenchBody): number | undefined {
   return properties?.benchPhase === 'measured' && typeof properties.sentAtMs === 'number' ? properties.sentAtMs : undefined;
 }
 
+/** An Engage sync's `timestamp` (the moment its change was computed), ms since the epoch, or undefined. */
+function computedTime(body: BenchBody): number | undefined {
+  const at = typeof body.timestamp === 'string' ? Date.parse(body.timestamp) : NaN;
+  return Number.isFinite(at) ? at : undefined;
+}
+
 function onHook(request: http.IncomingMessage, response: http.ServerResponse): void {
   const chunks: Buffer[] | undefined = latency === undefined ? undefined : [];
   if (request.headers['x-signature'] !== undefined) signed += 1;
@@ -99,10 +109,13 @@ function onHook(request: http.IncomingMessage, response: http.ServerResponse): v
     if (marks.has(count)) send({ event: 'mark', phase, count, at: now });
     if (chunks !== undefined && latency !== undefined) {
       try {
-        const sentAtMs = measuredSendTime(JSON.parse(Buffer.concat(chunks).toString('utf8')) as BenchBody);
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as BenchBody;
+        const sentAtMs = measuredSendTime(body);
         if (sentAtMs !== undefined) {
           measured += 1;
           recordLatency(now, sentAtMs);
+          const computedAt = latencyOf === 'engage-syncs' ? computedTime(body) : undefined;
+          if (computedAt !== undefined) computedHistogram.record(Math.max(0, computedAt - sentAtMs));
         }
       } catch {
         // Not ours: counted, not timed.
