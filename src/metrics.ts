@@ -132,6 +132,18 @@ export class Metrics {
     },
   });
 
+  /** Read at scrape time; see {@link watchEngageLag}. */
+  private readEngageLag: () => Promise<number> = () => Promise.resolve(0);
+
+  readonly engageLag: Gauge = new Gauge({
+    name: 'switchyard_engage_lag_seconds',
+    help: 'How long the oldest stored message that Engage has not evaluated yet has waited since it was received (0 when caught up); the same on every node of a shared store',
+    registers: [this.registry],
+    collect: async () => {
+      this.engageLag.set(await this.readEngageLag());
+    },
+  });
+
   /** Other threads' metrics (the stage thread's), summed into every scrape. */
   private readonly forwarded: Array<() => Promise<MetricsSnapshot>> = [];
 
@@ -161,6 +173,11 @@ export class Metrics {
   watchSandboxHeaps(read: () => Promise<readonly SandboxHeap[]>): () => void {
     this.sandboxHeapReaders.add(read);
     return () => this.sandboxHeapReaders.delete(read);
+  }
+
+  /** How far behind Engage is (see engage/engage-lag.ts); set on the main thread only: the stage thread's zero adds nothing to the sum. */
+  watchEngageLag(read: () => Promise<number>): void {
+    this.readEngageLag = read;
   }
 
   /** The processing backlog as ingest last read it (see `ingest/processing-backlog.ts`). */

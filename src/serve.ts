@@ -6,6 +6,7 @@ import { SourceAdmin } from './admin/source-admin.js';
 import { WebhookAdmin } from './admin/webhook-admin.js';
 import type { Config } from './config.js';
 import { listensOnEveryInterface } from './domain/listen-address.js';
+import { engageLagReader } from './engage/engage-lag.js';
 import { Metrics } from './metrics.js';
 import { buildServer } from './http/server.js';
 import { GroupCommitter } from './ingest/group-commit.js';
@@ -149,6 +150,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
   const unprocessed = new ProcessingBacklog(store, { maxMessages: MAX_UNPROCESSED_MESSAGES, pollMs: UNPROCESSED_POLL_MS, onError });
   await unprocessed.start();
   metrics.watchProcessingBacklog(() => ({ messages: unprocessed.messages, lagMs: unprocessed.lagMs(now()) }));
+  metrics.watchEngageLag(engageLagReader(store, now, onError));
   const app = buildServer({
     logger,
     trustProxy: config.trustProxy,

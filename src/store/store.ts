@@ -394,6 +394,12 @@ export interface EngageStore {
   /** The last message seq the evaluator has applied (0 at first). */
   getEngageCursor(): Promise<number>;
   /**
+   * The oldest stored message past the evaluator's cursor (not applied yet)
+   * and when it was received; undefined when the evaluator has applied every
+   * stored message. What `switchyard_engage_lag_seconds` reads.
+   */
+  oldestUnevaluatedMessage(): Promise<{ seq: number; receivedAt: number } | undefined>;
+  /**
    * Takes or renews the Engage lease for `owner` until `now + ttlMs`; resolves
    * false when another owner holds an unexpired lease. A conditional UPDATE,
    * so of several nodes asking at once exactly one gets it.

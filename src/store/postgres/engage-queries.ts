@@ -171,6 +171,15 @@ export async function getCursor(pool: Queryable): Promise<number> {
   return rows[0]!.cursor_seq;
 }
 
+/** See Store.oldestUnevaluatedMessage: one step down the primary key from the cursor. */
+export async function oldestUnevaluated(pool: Queryable): Promise<{ seq: number; receivedAt: number } | undefined> {
+  const { rows } = await pool.query<{ seq: number; received_at: number }>(
+    `SELECT seq, received_at FROM messages WHERE seq > (SELECT cursor_seq FROM engage_state WHERE id = 1) ORDER BY seq LIMIT 1`,
+  );
+  const row = rows[0];
+  return row === undefined ? undefined : { seq: row.seq, receivedAt: row.received_at };
+}
+
 /**
  * One conditional UPDATE: of nodes asking at once, the row lock lets exactly
  * one through. The lease is free when nobody holds it, when it ran out, or

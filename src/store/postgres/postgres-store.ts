@@ -580,6 +580,10 @@ export class PostgresStore implements Store {
     return engage.getCursor(this.pool);
   }
 
+  async oldestUnevaluatedMessage(): Promise<{ seq: number; receivedAt: number } | undefined> {
+    return engage.oldestUnevaluated(this.pool);
+  }
+
   async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
     return engage.claimLease(this.pool, owner, now, ttlMs, this.listener.backend());
   }

@@ -179,6 +179,14 @@ export class EngageQueries {
     return this.prepare(`SELECT cursor_seq FROM engage_state WHERE id = 1`).pluck().get() as number;
   }
 
+  /** See Store.oldestUnevaluatedMessage: one step down the primary key from the cursor. */
+  oldestUnevaluated(): { seq: number; receivedAt: number } | undefined {
+    const row = this.prepare(`SELECT seq, received_at FROM messages WHERE seq > (SELECT cursor_seq FROM engage_state WHERE id = 1) ORDER BY seq LIMIT 1`).get() as
+      | { seq: number; received_at: number }
+      | undefined;
+    return row === undefined ? undefined : { seq: row.seq, receivedAt: row.received_at };
+  }
+
   claimLease(owner: string, now: number, ttlMs: number): boolean {
     return (
       this.prepare(`UPDATE engage_state SET lease_owner = ?, lease_expires_at = ? WHERE id = 1 AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ?)`)

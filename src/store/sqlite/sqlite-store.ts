@@ -633,6 +633,10 @@ export class SqliteStore implements Store {
     return this.engage.getCursor();
   }
 
+  async oldestUnevaluatedMessage(): Promise<{ seq: number; receivedAt: number } | undefined> {
+    return this.engage.oldestUnevaluated();
+  }
+
   async claimEngageLease(owner: string, now: number, ttlMs: number): Promise<boolean> {
     return this.write(() => this.engage.claimLease(owner, now, ttlMs));
   }
