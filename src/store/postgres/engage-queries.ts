@@ -171,7 +171,7 @@ export async function getCursor(pool: Queryable): Promise<number> {
   return rows[0]!.cursor_seq;
 }
 
-/** See Store.oldestUnevaluatedMessage: one step down the primary key from the cursor. */
+/** See Store.oldestUnevaluatedMessage: one seek along the primary key, just past the cursor. */
 export async function oldestUnevaluated(pool: Queryable): Promise<{ seq: number; receivedAt: number } | undefined> {
   const { rows } = await pool.query<{ seq: number; received_at: number }>(
     `SELECT seq, received_at FROM messages WHERE seq > (SELECT cursor_seq FROM engage_state WHERE id = 1) ORDER BY seq LIMIT 1`,

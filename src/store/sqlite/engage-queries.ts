@@ -179,7 +179,7 @@ export class EngageQueries {
     return this.prepare(`SELECT cursor_seq FROM engage_state WHERE id = 1`).pluck().get() as number;
   }
 
-  /** See Store.oldestUnevaluatedMessage: one step down the primary key from the cursor. */
+  /** See Store.oldestUnevaluatedMessage: one seek along the primary key, just past the cursor. */
   oldestUnevaluated(): { seq: number; receivedAt: number } | undefined {
     const row = this.prepare(`SELECT seq, received_at FROM messages WHERE seq > (SELECT cursor_seq FROM engage_state WHERE id = 1) ORDER BY seq LIMIT 1`).get() as
       | { seq: number; received_at: number }
