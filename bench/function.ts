@@ -10,13 +10,22 @@
  * while Switchyard is stopped (read by Engage first, as delivery.throughput
  * does), with jobs for one destination only. Phases: Webhooks, function,
  * Webhooks (the Webhooks rate is their mean), each from Switchyard's start.
+ *
+ * CPUs as in `ingest.live`: a function's code runs on its isolate's own
+ * thread beside the thread that delivers, so when pinning would leave the
+ * server one CPU (a 2-CPU machine) both drains run unpinned, as Switchyard
+ * runs on such a machine (the receiver shares the CPUs, as a load
+ * generator would). Pinned to one CPU, the two threads would share it and
+ * the ratio would only repeat the CPU per delivery; that comparison is
+ * reported beside it anyway (`cpuRatio`: the Webhooks destination's CPU per
+ * delivery over the function's, about what one core would give).
  */
 import { loadConfig } from '../src/config.js';
 import type { DeliveryTarget } from '../src/domain/routing.js';
 import type { BenchContext, BenchDefinition, BenchReport } from './lib/bench-types.js';
 import { preciseNow } from './lib/delivery-protocol.js';
 import { admin, createRig, type DrainFigures, maybeWaitQuiet, measureDrain, type Rig, round } from './lib/delivery-rig.js';
-import { sandboxHeapBytes } from './live.js';
+import { sandboxHeapBytes, serversGetTwoCpus } from './live.js';
 
 /** The issue's backlog; BENCH_FUNCTION_JOBS (at least 2,000) makes a quicker check. */
 const JOBS = Math.max(2_000, Number(process.env['BENCH_FUNCTION_JOBS'] ?? 20_000) || 20_000);
@@ -67,8 +76,9 @@ async function drain(context: BenchContext, rig: Rig, destination: DeliveryTarge
   }
 }
 
-async function runFunctionThroughput(context: BenchContext): Promise<BenchReport> {
+async function runFunctionThroughput(pinnedContext: BenchContext): Promise<BenchReport> {
   const name = 'function.throughput';
+  const context = serversGetTwoCpus(pinnedContext, name, "the function's isolate thread");
   const { rig, running } = await createRig(context, name, true);
   try {
     const server = running!;
@@ -100,6 +110,7 @@ async function runFunctionThroughput(context: BenchContext): Promise<BenchReport
       const values = sides.map((side) => side.cpuMicrosPerDelivery);
       return values.some((value) => value === undefined) ? undefined : Math.round(values.reduce<number>((sum, value) => sum + (value ?? 0), 0) / values.length);
     };
+    const cpu = { function: fn.cpuMicrosPerDelivery, webhooks: cpuOf(webhooks) };
     return {
       description:
         `${JOBS} pending tracks drained through a function destination whose onTrack POSTs each with fetch to a bare node:http receiver, ` +
@@ -109,11 +120,16 @@ async function runFunctionThroughput(context: BenchContext): Promise<BenchReport
       ratio,
       target: TARGET,
       pass: ratio >= TARGET && fn.deliveredTotal >= JOBS,
+      cpus: context.cpus.pinned
+        ? `pinned: Switchyard (all threads) on CPU(s) ${context.cpus.server}, the receiver on CPU(s) ${context.cpus.loadGenerator}`
+        : `unpinned: Switchyard and the receiver share ${context.cpus.available.length} CPU(s)`,
       jobs: JOBS,
       // Calls in flight at once in the function's isolate (the server reads the same environment).
       functionConcurrency: loadConfig({}, process.env).functionConcurrency,
-      // The server's CPU, all threads, per delivery in the window (µs).
-      cpuMicrosPerDelivery: { function: fn.cpuMicrosPerDelivery, webhooks: cpuOf(webhooks) },
+      // The server's CPU, all threads, per delivery in the window (µs)…
+      cpuMicrosPerDelivery: cpu,
+      // …and their ratio (information): about the ratio on one core, where the isolate's thread has no CPU of its own.
+      cpuRatio: cpu.function !== undefined && cpu.webhooks !== undefined && cpu.function > 0 ? round(cpu.webhooks / cpu.function, 3) : undefined,
       isolateHeapBytes: fn.isolateHeapBytes,
       function: fn,
       webhooks: { deliveriesPerSec: Math.round(webhookRate), rounds: webhooks },

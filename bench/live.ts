@@ -266,11 +266,15 @@ export function stageThreadWorkers(): string {
   return String(Math.max(1, availableParallelism() - 1));
 }
 
-/** The context to measure in: pinned only when the servers get two CPUs or more (see the top of this file). */
-export function serversGetTwoCpus(context: BenchContext): BenchContext {
+/**
+ * The context to measure in: pinned only when the servers get two CPUs or
+ * more (see the top of this file). `bench` and `leftWithout` name the bench
+ * and the thread that one CPU would leave without a core, for the log.
+ */
+export function serversGetTwoCpus(context: BenchContext, bench = 'ingest.live', leftWithout = 'the stage thread'): BenchContext {
   const serverCpus = context.cpus.server?.split(',').length;
   if (!context.cpus.pinned || serverCpus === undefined || serverCpus >= 2) return context;
-  context.log(`ingest.live: pinning would leave the servers ${serverCpus} CPU, the stage thread no core of its own: running unpinned`);
+  context.log(`${bench}: pinning would leave the servers ${serverCpus} CPU, ${leftWithout} no core of its own: running unpinned`);
   return context.unpinned();
 }
 
