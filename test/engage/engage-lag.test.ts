@@ -4,10 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { engageLagReader } from '../../src/engage/engage-lag.js';
-import { EngageRunner } from '../../src/engage/engage-runner.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { Store } from '../../src/store/store.js';
 import { describePostgres, freshDatabase, query, type FreshDatabase } from '../helpers/postgres.js';
 import { T0, addSource, storeEntry } from '../helpers/store-fixtures.js';
 import { eventually, startTestSwitchyard, type TestSwitchyard } from '../helpers/switchyard.js';
@@ -15,76 +12,9 @@ import { eventually, startTestSwitchyard, type TestSwitchyard } from '../helpers
 /**
  * `switchyard_engage_lag_seconds`: how long the oldest stored message the
  * Engage evaluator has not applied yet has waited. The store names that
- * message; the reader turns it into seconds; `/metrics` serves it.
+ * message (Store.oldestUnevaluatedMessage, in the engage store contract);
+ * the reader turns it into seconds; `/metrics` serves it.
  */
-function lagSuite(name: string, open: () => Promise<{ store: Store; cleanup: () => Promise<void> }>): void {
-  describe(`Engage lag: ${name}`, () => {
-    let store: Store;
-    let cleanup: () => Promise<void>;
-    before(async () => {
-      ({ store, cleanup } = await open());
-      await addSource(store, 'src');
-    });
-    after(async () => cleanup?.());
-
-    it('names the oldest message the evaluator has not applied, and none once it has applied them all', async () => {
-      assert.equal(await store.oldestUnevaluatedMessage(), undefined, 'an empty store: nothing behind');
-      const appended = await store.appendMessages(
-        [1, 2, 3].map((n) => storeEntry('src', { receivedAt: T0 + n * 1_000, destinations: [] })),
-        0,
-      );
-      const seqs = appended.map((result) => result.seq);
-      assert.deepEqual(await store.oldestUnevaluatedMessage(), { seq: seqs[0], receivedAt: T0 + 1_000 });
-      const clock = { now: T0 + 10_000 };
-      const read = engageLagReader(store, () => clock.now, (error) => assert.fail(String(error)));
-      assert.equal(await read(), 9, 'received at T0 + 1 s, read at T0 + 10 s');
-
-      const runner = new EngageRunner({ store, owner: 'lag-test', now: () => clock.now, newMessageId: () => `sync-${Math.random()}`, pollMs: 60_000, onError: (error) => assert.fail(String(error)) });
-      runner.start();
-      try {
-        await eventually(async () => {
-          if ((await store.getEngageCursor()) >= seqs[2]!) return true;
-          runner.wake();
-          return undefined;
-        }, 10_000, 'the evaluator caught up');
-      } finally {
-        await runner.stop();
-      }
-      assert.equal(await store.oldestUnevaluatedMessage(), undefined);
-      assert.equal(await read(), 0);
-    });
-
-  });
-}
-
-lagSuite('SQLite', async () => {
-  const dir = await mkdtemp(path.join(tmpdir(), 'engage-lag-'));
-  const store = SqliteStore.open({ dataDir: dir, durability: 'process' });
-  await store.migrate();
-  return {
-    store,
-    cleanup: async () => {
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-});
-
-await describePostgres('Engage lag: PostgreSQL suites', () => {
-  lagSuite('PostgreSQL', async () => {
-    const database = await freshDatabase();
-    const store = PostgresStore.open({ databaseUrl: database.url, durability: 'process' });
-    await store.migrate();
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await database.drop();
-      },
-    };
-  });
-});
-
 describe('engageLagReader', () => {
   it('keeps its last value and reports the error when the store cannot answer', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'engage-lag-'));

@@ -60,7 +60,9 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
     void it('commits profiles with a version check and a conditional cursor, all or nothing', async () => {
       const cursor = await store.getEngageCursor();
       assert.equal(cursor, 0);
-      const [appended] = await store.appendMessages([storeEntry('src_engage')], 0);
+      assert.equal(await store.oldestUnevaluatedMessage(), undefined, 'no message: nothing behind');
+      const [appended] = await store.appendMessages([storeEntry('src_engage', { receivedAt: T0 + 5 })], 0);
+      assert.deepEqual(await store.oldestUnevaluatedMessage(), { seq: appended!.seq, receivedAt: T0 + 5 }, 'the message past the cursor');
       const sync = storeEntry('src_engage', { type: 'identify', reason: 'engage:buyers' });
       const first = batch({
         cursor: { from: 0, to: appended!.seq },
@@ -77,6 +79,7 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       assert.equal(queued.length, 2, 'the appended track and the sync each have a delivery');
       const since = await store.listMessagesSince(0, 10);
       assert.deepEqual(since.map((m) => m.reason), [undefined, 'engage:buyers']);
+      assert.deepEqual(await store.oldestUnevaluatedMessage(), { seq: since[1]!.seq, receivedAt: sync.receivedAt }, 'the cursor passed the track; the sync it queued is next');
       assert.deepEqual((await store.listMessagesSince(0, 10, appended!.seq)).length, 1);
       assert.deepEqual((await store.getMessagesBySeq([appended!.seq])).map((m) => m.seq), [appended!.seq]);
 
