@@ -63,9 +63,10 @@ describeBrowser('the console: empty pages say what to do', () => {
 
   it('replays, deletion requests, audiences, computed traits and transformations: none yet names the form that makes one', async () => {
     await page.goto(`${sy.url}/console#/replays?source=${source.id}`);
-    const noDestination = page.getByText(/^This source has no Webhooks destination: set its receivers on the Webhooks page first/);
+    const noDestination = page.getByText(/^This source has nothing to replay to: set its receivers on the Webhooks page or add a function on the Functions page first/);
     await noDestination.waitFor();
     assert.equal(await noDestination.getByRole('link', { name: 'Webhooks page' }).getAttribute('href'), `#/webhooks?source=${source.id}`);
+    assert.equal(await noDestination.getByRole('link', { name: 'Functions page' }).getAttribute('href'), `#/functions?source=${source.id}`);
     const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { settings: { webhooks: [{ url: 'http://127.0.0.1:9/hook' }] } });
     assert.equal(put.status, 200, JSON.stringify(put.body));
     // Away and back: the replays page reads the destination as it opens.

@@ -70,6 +70,54 @@ describeBrowser('the console: replays', () => {
     await eventually(() => (receiver.hanging() === 0 ? true : undefined), 5_000, 'hung requests answered');
   });
 
+  it('replays to a function destination: ticked beside the receivers, or by default when the source has no Webhooks destination', async () => {
+    const hook = await startReceiver();
+    try {
+      const code = `async function onTrack(event, settings) {
+  await fetch(settings.url, { method: 'POST', body: JSON.stringify({ event: event.event, replay: event.context && event.context.replay }) });
+}`;
+      const addFunction = async (sourceId: string): Promise<string> => {
+        const created = await sy.admin('POST', `/sources/${sourceId}/destinations/functions`, { name: 'Chat', code, settings: { url: hook.url } });
+        assert.equal(created.status, 201, JSON.stringify(created.body));
+        return created.body.id as string;
+      };
+      // Beside the Webhooks destination: only what is ticked gets the replay.
+      const functionId = await addFunction(source.id);
+      const webhookPostsBefore = receiver.requests.length;
+      await page.goto(`${sy.url}/console#/overview`);
+      await page.goto(`${sy.url}/console#/replays?source=${source.id}`);
+      await page.getByRole('group', { name: /^Send to \(none ticked: every receiver of the Webhooks destination\)/ }).waitFor();
+      await page.getByLabel('Only these track events').fill('Ping');
+      await page.getByRole('checkbox', { name: `function Chat (${functionId})` }).check();
+      await page.getByRole('button', { name: 'Start replay' }).click();
+      await page.getByRole('status').filter({ hasText: /Started replay \S+; its progress shows below/ }).waitFor();
+      const [first] = await hook.waitFor(1);
+      assert.equal(JSON.parse(first!.body).event, 'Ping');
+      const [replay] = (await sy.admin('GET', `/sources/${source.id}/replays`)).body.replays;
+      assert.deepEqual(replay.receivers, [functionId]);
+      await page.locator(`tr[data-replay-id="${replay.id}"]`).filter({ hasText: 'done' }).filter({ hasText: '1 delivered, 0 failed of 1 queued' }).waitFor();
+      assert.equal(receiver.requests.length, webhookPostsBefore, 'the Webhooks destination was not ticked: nothing replayed to it');
+      await assertAccessible(page, 'the replays page with a function destination');
+
+      // A source with only a function destination: nothing to tick, the replay goes to its functions.
+      const app = await sy.createSource('app');
+      assert.equal((await sy.send('/v1/track', app.writeKey, { userId: 'v', event: 'Opened' })).status, 200);
+      const appFunction = await addFunction(app.id);
+      await page.goto(`${sy.url}/console#/replays?source=${app.id}`);
+      await page.getByText('No replays yet.').waitFor();
+      assert.equal(await page.getByRole('group', { name: /^Send to/ }).count(), 0, 'one function: nothing to choose');
+      await page.getByRole('button', { name: 'Start replay' }).click();
+      await page.getByRole('status').filter({ hasText: /Started replay \S+; its progress shows below/ }).waitFor();
+      const replayed = await hook.waitFor(2);
+      assert.equal(JSON.parse(replayed[1]!.body).event, 'Opened');
+      const [appReplay] = (await sy.admin('GET', `/sources/${app.id}/replays`)).body.replays;
+      assert.deepEqual(appReplay.receivers, [appFunction]);
+      await page.locator(`tr[data-replay-id="${appReplay.id}"]`).filter({ hasText: 'done' }).filter({ hasText: '1 delivered, 0 failed of 1 queued' }).waitFor();
+    } finally {
+      await hook.close();
+    }
+  });
+
   it('raised no script error in the page', () => {
     assert.deepEqual(session.pageErrors, []);
   });

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, type WebhookDestination } from '../api.js';
+import { ApiError, type FunctionDestination, api, type WebhookDestination } from '../api.js';
 import type { Route } from '../route.js';
 import { navigate } from '../route.js';
 import { isoFromLocalInput, localInputValue, timeZoneName } from '../time.js';
@@ -28,8 +28,8 @@ export function ReplaysPage({ route }: { route: Route }) {
     <section aria-labelledby="page-title">
       <PageTitle>Replays</PageTitle>
       <p class="hint">
-        A replay sends a source's stored messages of a time range to its Webhooks destination again (with <code>X-Switchyard-Replay</code>), in order per
-        user, through the current filters, paced so that live deliveries keep their latency.
+        A replay sends a source's stored messages of a time range again, through the current filters, paced so that live deliveries keep their latency:
+        to its Webhooks destination (with <code>X-Switchyard-Replay</code>, in order per user) and to the function destinations you tick.
       </p>
       <ErrorMessage error={sourcesError} />
       {sources !== undefined && sources.length === 0 && <NoSourceYet />}
@@ -46,6 +46,7 @@ export function ReplaysPage({ route }: { route: Route }) {
 function SourceReplays({ sourceId }: { sourceId: string }) {
   const { value: replays, error, reload } = useLoad(async () => (await api<{ replays: Replay[] }>('GET', `/sources/${sourceId}/replays`)).replays, [sourceId]);
   const [receivers, setReceivers] = useState<string[] | undefined>(undefined);
+  const [functions, setFunctions] = useState<FunctionDestination[] | undefined>(undefined);
   const [from, setFrom] = useState(() => localInputValue(-3_600_000));
   const [to, setTo] = useState(() => localInputValue(60_000));
   const [types, setTypes] = useState<string[]>([]);
@@ -62,6 +63,10 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
         else setActionError(failed);
       },
     );
+    api<{ functions: FunctionDestination[] }>('GET', `/sources/${sourceId}/destinations/functions`).then(
+      (listed) => setFunctions(listed.functions),
+      (failed: unknown) => setActionError(failed),
+    );
   }, [sourceId]);
   const running = replays?.some((r) => r.status === 'running') === true;
   useEffect(() => {
@@ -73,6 +78,8 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
   const toggle = (list: string[], value: string, on: boolean): string[] => (on ? [...list, value] : list.filter((v) => v !== value));
   const start = async (event: Event): Promise<void> => {
     event.preventDefault();
+    // None ticked: the Webhooks destination's receivers (the API's default), or every function when there is no Webhooks destination.
+    const targets = chosenReceivers.length > 0 || (receivers?.length ?? 0) > 0 ? chosenReceivers : (functions ?? []).map((fn) => fn.id);
     const names = events
       .split(',')
       .map((e) => e.trim())
@@ -83,7 +90,7 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
         to: isoFromLocalInput(to) ?? to,
         ...(types.length > 0 && { types }),
         ...(names.length > 0 && { events: names }),
-        ...(chosenReceivers.length > 0 && { receivers: chosenReceivers }),
+        ...(targets.length > 0 && { receivers: targets }),
       });
       setActionError(undefined);
       // Its counts grow as it finds and sends the messages: the list below follows them.
@@ -105,13 +112,27 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
     }
   };
 
-  if (receivers !== undefined && receivers.length === 0) {
+  if (receivers !== undefined && receivers.length === 0 && functions !== undefined && functions.length === 0) {
     return (
       <p>
-        This source has no Webhooks destination: set its receivers on the <a href={`#/webhooks?source=${sourceId}`}>Webhooks page</a> first.
+        This source has nothing to replay to: set its receivers on the <a href={`#/webhooks?source=${sourceId}`}>Webhooks page</a> or add a function on
+        the <a href={`#/functions?source=${sourceId}`}>Functions page</a> first.
       </p>
     );
   }
+  // What a replay can be sent to: each receiver URL of the Webhooks destination and each function destination (by id).
+  const choices = [
+    ...(receivers ?? []).map((url) => ({ value: url, label: <code>{url}</code> })),
+    ...(functions ?? []).map((fn) => ({
+      value: fn.id,
+      label: (
+        <span>
+          function {fn.name} (<code>{fn.id}</code>){fn.enabled ? '' : ', disabled'}
+        </span>
+      ),
+    })),
+  ];
+  const noneTicked = (receivers?.length ?? 0) > 0 ? 'every receiver of the Webhooks destination' : 'every function destination';
   return (
     <>
       <form onSubmit={(event) => void start(event)} aria-label="Start a replay">
@@ -138,13 +159,17 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
           Only these track events (comma-separated; empty: all)
           <input type="text" value={events} onInput={(event) => setEvents((event.target as HTMLInputElement).value)} />
         </label>
-        {receivers !== undefined && receivers.length > 1 && (
+        {choices.length > 1 && (
           <fieldset>
-            <legend>Receivers (none ticked: all)</legend>
-            {receivers.map((url) => (
-              <label class="checkbox" key={url}>
-                <input type="checkbox" checked={chosenReceivers.includes(url)} onChange={(event) => setChosenReceivers((all) => toggle(all, url, (event.target as HTMLInputElement).checked))} />
-                <code>{url}</code>
+            <legend>Send to (none ticked: {noneTicked})</legend>
+            {choices.map((choice) => (
+              <label class="checkbox" key={choice.value}>
+                <input
+                  type="checkbox"
+                  checked={chosenReceivers.includes(choice.value)}
+                  onChange={(event) => setChosenReceivers((all) => toggle(all, choice.value, (event.target as HTMLInputElement).checked))}
+                />
+                {choice.label}
               </label>
             ))}
           </fieldset>
@@ -155,7 +180,7 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
       <ErrorMessage error={actionError} />
       <ErrorMessage error={error} />
       <h2>Replays of this source</h2>
-      {replays !== undefined && replays.length === 0 && <p>No replays yet. Start one with the form above: it sends this source's stored messages of a time range to its receivers again.</p>}
+      {replays !== undefined && replays.length === 0 && <p>No replays yet. Start one with the form above: it sends this source's stored messages of a time range to its receivers or functions again.</p>}
       {replays !== undefined && replays.length > 0 && (
         <div class="scroll-x">
           <table>
