@@ -5,9 +5,9 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import pg from 'pg';
-import { SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION, migrate as migratePostgres } from '../../src/store/postgres/migrations.js';
+import { migrate as migratePostgres } from '../../src/store/postgres/migrations.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, migrate as migrateSqlite } from '../../src/store/sqlite/migrations.js';
+import { migrate as migrateSqlite } from '../../src/store/sqlite/migrations.js';
 import { MESSAGE_KEYS_BATCH } from '../../src/store/sqlite/message-keys.js';
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -21,9 +21,11 @@ import { T0, addSource, storeEntry } from '../helpers/store-fixtures.js';
  * at a time), and a message that goes takes its keys with it.
  */
 
-/** SQLite schema versions: before message_keys, and with it kept by a trigger per message. */
-const SQLITE_BEFORE_KEYS = SQLITE_SCHEMA_VERSION - 2;
-const SQLITE_KEYS_BY_TRIGGER = SQLITE_SCHEMA_VERSION - 1;
+/** SQLite schema versions: before message_keys, and with it kept by a trigger per message (fixed numbers: later migrations append). */
+const SQLITE_BEFORE_KEYS = 19;
+const SQLITE_KEYS_BY_TRIGGER = 20;
+/** PostgreSQL's schema version before messages_by_message_id. */
+const POSTGRES_BEFORE_MESSAGE_ID_INDEX = 19;
 
 /** Messages and their deliveries as an older version stored them, in SQL both stores take. */
 const OLD_ROWS = [
@@ -198,7 +200,7 @@ await describePostgres('deliveries by user and messageId: postgres', () => {
   it('finds the messages stored before the upgrade', async () => {
     const pool = new pg.Pool({ connectionString: db.url });
     try {
-      await migratePostgres(pool, POSTGRES_SCHEMA_VERSION - 1);
+      await migratePostgres(pool, POSTGRES_BEFORE_MESSAGE_ID_INDEX);
       for (const sql of OLD_ROWS) await pool.query(sql);
     } finally {
       await pool.end();
