@@ -33,6 +33,12 @@ export interface RoundContext extends SharedRoundContext {
  * outcome to record. Resolves, never rejects.
  */
 export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise<DeliveryOutcome> {
+  if (job.cancelled !== undefined) {
+    // Never to be sent (its Engage computation was deleted): a final outcome,
+    // which releases what waits behind it in an ordered key's chain.
+    const at = ctx.now();
+    return { kind: 'failed', id: job.id, owner: ctx.owner, at, firstAttemptAt: job.firstAttemptAt ?? at, attempts: [], lastError: job.cancelled };
+  }
   const functionId = functionIdOf(job.destination);
   if (functionId !== undefined) {
     if (ctx.functions !== undefined) return runFunctionRound(job, functionId, ctx.functions);

@@ -288,7 +288,8 @@ export class EngageRunner {
   /** Applies the next page of the stream; resolves whether it committed one. */
   private async streamPage(definitions: Definitions): Promise<boolean> {
     const { store, now } = this.options;
-    const cursor = await store.getEngageCursor();
+    // Read before the page: a regulation step that erases users after this counts, and refuses the page's commit.
+    const { cursor, erasures } = await store.getEngageStreamPosition();
     let page = await store.listMessagesSince(cursor, PAGE);
     this.behind = page.length === PAGE;
     if (page.length === 0) return false;
@@ -317,7 +318,7 @@ export class EngageRunner {
       applied.add(profile);
     }
     messages.push(...this.evaluatePage(definitions, work, applied, at));
-    const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq }, ...work.toBatch(), messages, at };
+    const batch: EngageBatch = { cursor: { from: cursor, to: page[page.length - 1]!.seq, erasures }, ...work.toBatch(), messages, at };
     // A refused commit (the lease changed hands) waits for the next poll.
     return this.settle(work, await this.commit(definitions, batch));
   }

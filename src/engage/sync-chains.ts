@@ -10,7 +10,9 @@ function chainOf(entry: IngestEntry): string | undefined {
  * Keeps the last sync of each chain (and every other entry), in order: within
  * one commit an earlier value of a chain would be superseded at once. An
  * earlier sync that an ordered Webhooks destination also gets (`orderKey`)
- * stays for that destination alone: none may be dropped from its order.
+ * stays for that destination alone: none may be dropped from its order (it
+ * keeps its `engageSync`, which names its computation; it is on no sync
+ * chain, see syncChainsOf).
  */
 export function lastSyncPerChain(entries: readonly IngestEntry[]): IngestEntry[] {
   const last = new Map<string, number>();
@@ -20,7 +22,7 @@ export function lastSyncPerChain(entries: readonly IngestEntry[]): IngestEntry[]
   const kept: IngestEntry[] = [];
   entries.forEach((entry, index) => {
     if (entry.engageSync === undefined || last.get(chainOf(entry)!) === index) kept.push(entry);
-    else if (entry.orderKey !== undefined && entry.destinations.includes('webhooks')) kept.push({ ...entry, destinations: ['webhooks'], engageSync: undefined });
+    else if (entry.orderKey !== undefined && entry.destinations.includes('webhooks')) kept.push({ ...entry, destinations: ['webhooks'] });
   });
   return kept;
 }

@@ -118,11 +118,10 @@ export class SyncMessages {
       // An ordered Webhooks destination chains the key's deliveries (none may
       // be dropped from that chain); every other delivery is on a sync chain,
       // which keeps only the newest value per receiver key and destination
-      // (see engage-sync-chain.ts).
+      // (see engage-sync-chain.ts). Every delivery of a sync names its
+      // computation, so that deleting the computation stops it.
       ...(targets.webhooks?.ordered === true && { orderKey: userId ?? anonymousId }),
-      ...((targets.webhooks?.ordered !== true || targets.functions.length > 0) && {
-        engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` },
-      }),
+      engageSync: { computationId: computation.id, key: userId !== undefined ? `u:${userId}` : `a:${anonymousId ?? ''}` },
     };
   }
 }

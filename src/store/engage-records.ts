@@ -70,8 +70,12 @@ export interface ProfileWrite {
 }
 
 export interface EngageBatch {
-  /** Moves the stream cursor, conditionally (the lease holder's fence). */
-  readonly cursor?: { readonly from: number; readonly to: number } | undefined;
+  /**
+   * Moves the stream cursor, conditionally (the lease holder's fence), and
+   * only while no regulation step ran since `erasures` was read with it (see
+   * EngageStore.getEngageStreamPosition).
+   */
+  readonly cursor?: { readonly from: number; readonly to: number; readonly erasures: number } | undefined;
   readonly deletedProfiles: ReadonlyArray<{ readonly id: string; readonly expectedVersion: number }>;
   readonly profiles: readonly ProfileWrite[];
   /** Sync identify messages, accepted, with their destinations. */

@@ -41,8 +41,8 @@ export interface SyncChain {
 /**
  * One row per chained delivery in a commit: each destination of a sync but an
  * ordered Webhooks destination (`orderKey`: its order keeps the key's syncs
- * in order). A second sync of a chain in the same commit is refused (the
- * evaluator keeps the last).
+ * in order; see {@link orderedSyncOf}). A second sync of a chain in the same
+ * commit is refused (the evaluator keeps the last).
  */
 export function syncChainsOf(entries: readonly IngestEntry[]): SyncChain[] {
   const seen = new Set<string>();
@@ -50,15 +50,27 @@ export function syncChainsOf(entries: readonly IngestEntry[]): SyncChain[] {
   entries.forEach((entry, index) => {
     const sync = entry.engageSync;
     if (sync === undefined) return;
+    const chained = entry.destinations.filter((destination) => !(destination === 'webhooks' && entry.orderKey !== undefined));
+    if (chained.length === 0) return;
     const id = chainId(entry.sourceId, sync.computationId, sync.key);
     if (seen.has(id)) throw new Error(`two syncs of one chain in one commit: ${id}`);
     seen.add(id);
-    for (const destination of entry.destinations) {
-      if (destination === 'webhooks' && entry.orderKey !== undefined) continue;
+    for (const destination of chained) {
       chains.push({ index, computationId: sync.computationId, key: chainKey(entry.sourceId, sync.key, destination), sourceId: entry.sourceId, destination });
     }
   });
   return chains;
+}
+
+/**
+ * The computation of a sync that an ordered Webhooks destination gets: its
+ * delivery is on the key's order, not on a sync chain, and is stored naming
+ * the computation (`sync_computation_id`, no `sync_key`) so that deleting
+ * the computation cancels it where it waits (see
+ * EngageStore.deleteComputation). Undefined for any other entry.
+ */
+export function orderedSyncOf(entry: IngestEntry): string | undefined {
+  return entry.engageSync !== undefined && entry.orderKey !== undefined && entry.destinations.includes('webhooks') ? entry.engageSync.computationId : undefined;
 }
 
 /**

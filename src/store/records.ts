@@ -184,6 +184,12 @@ export interface ClaimedDelivery {
   readonly replayId?: string | undefined;
   /** The message's stored `traceparent` (see IngestEntry.traceparent); undefined when none was stored. */
   readonly traceparent?: string | undefined;
+  /**
+   * Set when the delivery must not be sent any more, and why (its Engage
+   * computation was deleted while it waited in an ordered key's chain): the
+   * round ends it failed with this reason, without sending.
+   */
+  readonly cancelled?: string | undefined;
 }
 
 export interface AttemptRecord {

@@ -89,12 +89,14 @@ export interface ClaimRow extends DeliveryRow {
   body: string | null;
   /** The message's stored traceparent. */
   traceparent?: string | null;
+  /** Why it must not be sent any more (see ClaimedDelivery.cancelled). */
+  cancelled?: string | null;
 }
 
 /** The columns of a claimed row that {@link toClaimedDelivery} reads. */
 export type ClaimedRow = Pick<
   ClaimRow,
-  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id' | 'traceparent'
+  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id' | 'traceparent' | 'cancelled'
 >;
 
 export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
@@ -110,6 +112,7 @@ export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
     createdAt: row.created_at,
     ...(row.replay_id !== null && row.replay_id !== undefined && { replayId: row.replay_id }),
     ...(row.traceparent !== null && row.traceparent !== undefined && { traceparent: row.traceparent }),
+    ...(row.cancelled !== null && row.cancelled !== undefined && { cancelled: row.cancelled }),
   };
 }
 

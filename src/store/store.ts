@@ -394,6 +394,16 @@ export interface EngageStore {
   /** The last message seq the evaluator has applied (0 at first). */
   getEngageCursor(): Promise<number>;
   /**
+   * The cursor and how many regulation steps have run (`erasures`), read
+   * together before a page of the stream: the page's commit names both and
+   * is refused when a step ran meanwhile, since the page may hold messages
+   * of a user the step erased (a profile made of them would outlive the
+   * erasure, and its syncs follow the `delete`). Every regulation step
+   * counts, whatever users it erases: steps are rare, and a refused commit
+   * is only redone.
+   */
+  getEngageStreamPosition(): Promise<{ readonly cursor: number; readonly erasures: number }>;
+  /**
    * The oldest stored message past the evaluator's cursor (not applied yet)
    * and when it was received; undefined when the evaluator has applied every
    * stored message. What `switchyard_engage_lag_seconds` reads.

@@ -71,6 +71,41 @@ function erasureSuite(name: string, open: () => Promise<{ store: Store; cleanup:
       assert.deepEqual((await store.findProfileIds(['user_id:gone'])).size, 0);
       assert.deepEqual(await store.listComputationMembers('aud_1', 10), []);
     });
+
+    it('refuses the stream commit of a profile made of messages a regulation erased after the page was read', async () => {
+      // The user has messages but no profile yet: the page makes one, which no version check can fence.
+      const [track] = await store.appendMessages([storeEntry('src', { userId: 'late', body: JSON.stringify({ type: 'track', userId: 'late', event: 'Signed Up' }) })], 0);
+      // 1. The evaluator reads its position, then the page holding the user's message.
+      const position = await store.getEngageStreamPosition();
+      const page = await store.listMessagesSince(position.cursor, 500);
+      assert.ok(page.some((m) => m.seq === track!.seq));
+      // 2. The regulation runs its step: the user's messages erased (no profile to erase yet), its delete queued.
+      await store.createRegulation({ id: 'reg_2', regulationType: 'DELETE_ONLY', subjectIds: ['late'], sourceIds: undefined, stepSourceIds: ['src'], createdAt: T0 });
+      const deleteMessage = storeEntry('src', { type: 'delete', userId: 'late', body: JSON.stringify({ type: 'delete', userId: 'late' }) });
+      assert.equal(await store.runRegulationStep({ regulationId: 'reg_2', sourceId: 'src', eraseUserIds: ['late'], messages: [deleteMessage], at: T0 + 3 }), true);
+      // 3. The evaluator commits the page: a new profile for the user, and its sync.
+      const sync = storeEntry('src', {
+        type: 'identify',
+        userId: 'late',
+        reason: 'engage:pro',
+        receivedAt: T0 + 4,
+        body: JSON.stringify({ type: 'identify', userId: 'late', traits: { pro: true } }),
+        engageSync: { computationId: 'aud_1', key: 'u:late' },
+      });
+      const newProfile = { id: 'prf_late', expectedVersion: 0, state: '{}', identifiers: ['user_id:late'], membershipChanges: [{ computationId: 'aud_1', member: true }], computedTraits: {}, recentSeqs: [track!.seq], nextExpiry: undefined };
+      const stream = { cursor: { from: position.cursor, to: page.at(-1)!.seq, erasures: position.erasures }, deletedProfiles: [], profiles: [newProfile], messages: [sync], at: T0 + 4, computations: [{ id: 'aud_1', version: 1 }] };
+      assert.equal(await store.commitEngage(stream), false, 'a profile of the erased user cannot be made after its erasure, nor its sync queued');
+      assert.deepEqual(await store.getProfiles(['prf_late']), []);
+      assert.equal((await store.findProfileIds(['user_id:late'])).size, 0);
+      const queued = await store.listDeliveries({ limit: 20 });
+      assert.ok(!queued.some((d) => d.messageId === sync.messageId), 'no sync of the erased user queued');
+      // Read again, the page no longer holds the user's message; its commit goes through.
+      const again = await store.getEngageStreamPosition();
+      assert.equal(again.erasures, position.erasures + 1);
+      const redone = await store.listMessagesSince(again.cursor, 500);
+      assert.ok(!redone.some((m) => m.seq === track!.seq), 'the erased message is gone');
+      assert.equal(await store.commitEngage({ cursor: { from: again.cursor, to: redone.at(-1)!.seq, erasures: again.erasures }, deletedProfiles: [], profiles: [], messages: [], at: T0 + 5 }), true);
+    });
   });
 }
 

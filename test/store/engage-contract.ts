@@ -65,7 +65,7 @@ export function describeEngageContract(name: string, open: () => Promise<{ store
       assert.deepEqual(await store.oldestUnevaluatedMessage(), { seq: appended!.seq, receivedAt: T0 + 5 }, 'the message past the cursor');
       const sync = storeEntry('src_engage', { type: 'identify', reason: 'engage:buyers' });
       const first = batch({
-        cursor: { from: 0, to: appended!.seq },
+        cursor: { from: 0, to: appended!.seq, erasures: 0 },
         profiles: [profile('p1', 0, { identifiers: ['user_id:u1', 'anonymous_id:a1'], membershipChanges: [{ computationId: 'aud_1', member: true }], computedTraits: { ct_1: ['x', 2] }, recentSeqs: [appended!.seq], nextExpiry: T0 + 10 })],
         messages: [sync],
       });

@@ -83,7 +83,7 @@ await describePostgres('PostgreSQL Engage writes on several nodes', () => {
   it('gives the stream lease to exactly one of two nodes asking at once, and the cursor moves once', { timeout: 30_000 }, async () => {
     const claims = await Promise.all([a.claimEngageLease('node-a', T0, 10_000), b.claimEngageLease('node-b', T0, 10_000)]);
     assert.equal(claims.filter(Boolean).length, 1);
-    const moves = await Promise.all([a.commitEngage(batch({ cursor: { from: 0, to: 5 } })), b.commitEngage(batch({ cursor: { from: 0, to: 5 } }))]);
+    const moves = await Promise.all([a.commitEngage(batch({ cursor: { from: 0, to: 5, erasures: 0 } })), b.commitEngage(batch({ cursor: { from: 0, to: 5, erasures: 0 } }))]);
     assert.deepEqual(moves.filter(Boolean).length, 1, 'two commits of the same page: one wins');
     assert.equal(await b.getEngageCursor(), 5);
   });

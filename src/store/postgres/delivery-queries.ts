@@ -59,7 +59,7 @@ export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Pro
   );
 }
 
-const CLAIMED_COLUMNS = 'd.id, d.source_id, d.destination, d.message_seq, d.attempt_count, d.first_attempt_at, d.retry_urls, d.created_at, d.replay_id';
+const CLAIMED_COLUMNS = 'd.id, d.source_id, d.destination, d.message_seq, d.attempt_count, d.first_attempt_at, d.retry_urls, d.created_at, d.replay_id, d.cancelled';
 
 /**
  * Every outcome and attempt in one statement (so one commit, one round trip):

@@ -19,7 +19,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import { insertMessages } from './message-queries.js';
-import { PARKED_AT, syncChainsOf } from '../engage-sync-chain.js';
+import { PARKED_AT, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
 import { liveBackendSql } from './change-listener.js';
 
 type Queryable = pg.Pool | pg.ClientBase;
@@ -70,16 +70,26 @@ export async function updateComputation(pool: Queryable, id: string, patch: Comp
 }
 
 export async function deleteComputation(client: pg.ClientBase, id: string): Promise<boolean> {
-  const deleted = await client.query('DELETE FROM computations WHERE id = $1', [id]);
-  if ((deleted.rowCount ?? 0) === 0) return false;
+  const deleted = await client.query<{ kind: string }>('DELETE FROM computations WHERE id = $1 RETURNING kind', [id]);
+  const kind = deleted.rows[0]?.kind;
+  if (kind === undefined) return false;
   await client.query('DELETE FROM profile_outputs WHERE computation_id = $1', [id]);
-  // Its syncs not sent yet are never sent (one in flight ends without a retry: its row is gone).
+  // Its syncs not sent yet are never sent. On a sync chain (sync_key): gone
+  // (one in flight ends without a retry: its row is gone).
   await client.query(
-    `WITH gone AS (DELETE FROM deliveries WHERE sync_computation_id = $1 AND status = 'pending' RETURNING id)
+    `WITH gone AS (DELETE FROM deliveries WHERE sync_computation_id = $1 AND sync_key IS NOT NULL AND status = 'pending' RETURNING id)
      DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM gone)`,
     [id],
   );
+  // In an ordered key's chain: cancelled where they wait, so that what waits
+  // behind them goes on in order once they end (failed, unsent).
+  await client.query(`UPDATE deliveries SET cancelled = $2 WHERE sync_computation_id = $1 AND sync_key IS NULL AND status IN ('pending', 'transforming')`, [id, cancelledReason(kind)]);
   return true;
+}
+
+/** Why a sync of a deleted computation is not sent (ClaimedDelivery.cancelled). */
+function cancelledReason(kind: string): string {
+  return `not sent: its ${kind === 'audience' ? 'audience' : 'computed trait'} was deleted`;
 }
 
 async function identifiersOf(pool: Queryable, ids: readonly string[]): Promise<Map<string, string[]>> {
@@ -171,6 +181,11 @@ export async function getCursor(pool: Queryable): Promise<number> {
   return rows[0]!.cursor_seq;
 }
 
+export async function getStreamPosition(pool: Queryable): Promise<{ cursor: number; erasures: number }> {
+  const { rows } = await pool.query<{ cursor_seq: number; erasures: number }>(`SELECT cursor_seq, erasures FROM engage_state WHERE id = 1`);
+  return { cursor: rows[0]!.cursor_seq, erasures: Number(rows[0]!.erasures) };
+}
+
 /** See Store.oldestUnevaluatedMessage: one seek along the primary key, just past the cursor. */
 export async function oldestUnevaluated(pool: Queryable): Promise<{ seq: number; receivedAt: number } | undefined> {
   const { rows } = await pool.query<{ seq: number; received_at: number }>(
@@ -226,8 +241,12 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
     }
   }
   if (batch.cursor !== undefined) {
-    const moved = await client.query(`UPDATE engage_state SET cursor_seq = $1 WHERE id = 1 AND cursor_seq = $2`, [batch.cursor.to, batch.cursor.from]);
-    if ((moved.rowCount ?? 0) === 0) throw new EngageConflict('cursor moved');
+    const moved = await client.query(`UPDATE engage_state SET cursor_seq = $1 WHERE id = 1 AND cursor_seq = $2 AND erasures = $3`, [
+      batch.cursor.to,
+      batch.cursor.from,
+      batch.cursor.erasures,
+    ]);
+    if ((moved.rowCount ?? 0) === 0) throw new EngageConflict('cursor moved, or users were erased');
   }
   if (batch.deletedProfiles.length > 0) {
     const ids = batch.deletedProfiles.map((p) => p.id);
@@ -312,6 +331,18 @@ export async function commitEngage(client: pg.ClientBase, batch: EngageBatch): P
         PARKED_AT,
         chains.map((c) => c.destination),
       ],
+    );
+  }
+  const ordered = batch.messages.flatMap((entry, index) => {
+    const computationId = orderedSyncOf(entry);
+    return computationId === undefined ? [] : [{ seq: seqs[index]!, computationId }];
+  });
+  if (ordered.length > 0) {
+    await client.query(
+      `UPDATE deliveries d SET sync_computation_id = o.computation_id
+       FROM unnest($1::bigint[], $2::text[]) AS o(seq, computation_id)
+       WHERE d.message_seq = o.seq AND d.destination = 'webhooks'`,
+      [ordered.map((o) => o.seq), ordered.map((o) => o.computationId)],
     );
   }
   for (const live of batch.computationsLive ?? []) {

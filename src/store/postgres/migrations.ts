@@ -441,6 +441,11 @@ const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX messages_by_message_id ON messages (message_id) WHERE message_id IS NOT NULL;
   `,
+  // deliveries.cancelled and engage_state.erasures (see the SQLite twin).
+  `
+  ALTER TABLE deliveries ADD COLUMN cancelled text;
+  ALTER TABLE engage_state ADD COLUMN erasures bigint NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

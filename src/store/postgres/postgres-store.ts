@@ -580,6 +580,10 @@ export class PostgresStore implements Store {
     return engage.getCursor(this.pool);
   }
 
+  async getEngageStreamPosition(): Promise<{ cursor: number; erasures: number }> {
+    return engage.getStreamPosition(this.pool);
+  }
+
   async oldestUnevaluatedMessage(): Promise<{ seq: number; receivedAt: number } | undefined> {
     return engage.oldestUnevaluated(this.pool);
   }

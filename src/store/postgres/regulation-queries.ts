@@ -115,6 +115,11 @@ export async function runRegulationStep(client: pg.ClientBase, step: RegulationS
     [step.at, step.regulationId, step.sourceId],
   );
   if (claimed.rowCount === 0) return undefined;
+  // Before erasing anything: an Engage stream commit in progress holds this
+  // row until it commits, and the erasure below then sees (and erases) what
+  // it wrote; one that comes after finds the count moved and is refused
+  // (see Store.getEngageStreamPosition).
+  await client.query(`UPDATE engage_state SET erasures = erasures + 1 WHERE id = 1`);
   // The delivery rows are locked in id order, as finishDeliveries updates
   // them, so that a worker recording outcomes and this step wait for each
   // other instead of deadlocking.

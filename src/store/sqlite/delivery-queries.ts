@@ -31,6 +31,7 @@ type DueRow = [
   replayId: string | null,
   body: string | null,
   traceparent: string | null,
+  cancelled: string | null,
 ];
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
@@ -59,7 +60,7 @@ export class DeliveryQueries {
     this.due = db.prepare<[number, number], DueRow>(`
       SELECT id, source_id, destination, message_seq, attempt_count, first_attempt_at, retry_urls, created_at, replay_id,
         coalesce(body, (SELECT body FROM messages WHERE seq = message_seq)) AS body,
-        (SELECT traceparent FROM messages WHERE seq = message_seq) AS traceparent
+        (SELECT traceparent FROM messages WHERE seq = message_seq) AS traceparent, cancelled
       FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
       ORDER BY next_attempt_at LIMIT ?`).raw(true);
     // Leasing moves next_attempt_at to the lease's end: see the schema.
@@ -226,7 +227,7 @@ function messageKey(kind: 'm' | 'u', id: string): string {
 }
 
 function claimedDelivery(row: DueRow): ClaimedDelivery {
-  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body, traceparent] = row;
+  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body, traceparent, cancelled] = row;
   const job: ClaimedDelivery = {
     id,
     sourceId,
@@ -239,6 +240,7 @@ function claimedDelivery(row: DueRow): ClaimedDelivery {
     createdAt,
     ...(replayId !== null && { replayId }),
     ...(traceparent !== null && { traceparent }),
+    ...(cancelled !== null && { cancelled }),
   };
   return job;
 }

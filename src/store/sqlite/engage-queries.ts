@@ -18,7 +18,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
-import { PARKED_AT, type SyncChain, syncChainsOf } from '../engage-sync-chain.js';
+import { PARKED_AT, type SyncChain, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
 
 const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
 
@@ -88,15 +88,19 @@ export class EngageQueries {
 
   deleteComputation(id: string): boolean {
     return this.db.transaction(() => {
-      const deleted = this.prepare('DELETE FROM computations WHERE id = ?').run(id).changes > 0;
-      if (deleted) {
-        this.prepare('DELETE FROM profile_outputs WHERE computation_id = ?').run(id);
-        // Its syncs not sent yet are never sent (one in flight ends without a retry: its row is gone).
-        const unsent = `SELECT id FROM deliveries WHERE sync_computation_id = ? AND status = 'pending'`;
-        this.prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (${unsent})`).run(id);
-        this.prepare(`DELETE FROM deliveries WHERE id IN (${unsent})`).run(id);
-      }
-      return deleted;
+      const deleted = this.prepare('DELETE FROM computations WHERE id = ? RETURNING kind').get(id) as { kind: string } | undefined;
+      if (deleted === undefined) return false;
+      this.prepare('DELETE FROM profile_outputs WHERE computation_id = ?').run(id);
+      // Its syncs not sent yet are never sent. On a sync chain (sync_key):
+      // gone (one in flight ends without a retry: its row is gone).
+      const unsent = `SELECT id FROM deliveries WHERE sync_computation_id = ? AND sync_key IS NOT NULL AND status = 'pending'`;
+      this.prepare(`DELETE FROM delivery_attempts WHERE delivery_id IN (${unsent})`).run(id);
+      this.prepare(`DELETE FROM deliveries WHERE id IN (${unsent})`).run(id);
+      // In an ordered key's chain: cancelled where they wait, so that what
+      // waits behind them goes on in order once they end (failed, unsent).
+      const reason = `not sent: its ${deleted.kind === 'audience' ? 'audience' : 'computed trait'} was deleted`;
+      this.prepare(`UPDATE deliveries SET cancelled = ? WHERE sync_computation_id = ? AND sync_key IS NULL AND status IN ('pending', 'transforming')`).run(reason, id);
+      return true;
     })();
   }
 
@@ -177,6 +181,11 @@ export class EngageQueries {
 
   getCursor(): number {
     return this.prepare(`SELECT cursor_seq FROM engage_state WHERE id = 1`).pluck().get() as number;
+  }
+
+  getStreamPosition(): { cursor: number; erasures: number } {
+    const row = this.prepare(`SELECT cursor_seq, erasures FROM engage_state WHERE id = 1`).get() as { cursor_seq: number; erasures: number };
+    return { cursor: row.cursor_seq, erasures: row.erasures };
   }
 
   /** See Store.oldestUnevaluatedMessage: one seek along the primary key, just past the cursor. */
@@ -261,8 +270,8 @@ export class EngageQueries {
       }
     }
     if (batch.cursor !== undefined) {
-      const moved = this.prepare(`UPDATE engage_state SET cursor_seq = ? WHERE id = 1 AND cursor_seq = ?`).run(batch.cursor.to, batch.cursor.from);
-      if (moved.changes === 0) throw new EngageConflict('cursor moved');
+      const moved = this.prepare(`UPDATE engage_state SET cursor_seq = ? WHERE id = 1 AND cursor_seq = ? AND erasures = ?`).run(batch.cursor.to, batch.cursor.from, batch.cursor.erasures);
+      if (moved.changes === 0) throw new EngageConflict('cursor moved, or users were erased');
     }
     for (const gone of batch.deletedProfiles) {
       if (this.prepare(`DELETE FROM profiles WHERE id = ? AND version = ?`).run(gone.id, gone.expectedVersion).changes === 0) {
@@ -311,6 +320,8 @@ export class EngageQueries {
         this.prepare(`UPDATE deliveries SET sync_computation_id = ?, sync_key = ?, next_attempt_at = CASE WHEN ? THEN ? ELSE next_attempt_at END WHERE message_seq = ? AND destination = ?`)
           .run(chain.computationId, chain.key, parked[i] === true ? 1 : 0, PARKED_AT, seq, chain.destination);
       });
+      const orderedSync = orderedSyncOf(entry);
+      if (orderedSync !== undefined) this.prepare(`UPDATE deliveries SET sync_computation_id = ? WHERE message_seq = ? AND destination = 'webhooks'`).run(orderedSync, seq);
     });
     for (const live of batch.computationsLive ?? []) {
       const marked = this.prepare(`UPDATE computations SET status = 'live', updated_at = ? WHERE id = ? AND version = ?`).run(batch.at, live.id, live.version);

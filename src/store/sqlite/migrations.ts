@@ -504,6 +504,19 @@ const MIGRATIONS: readonly string[] = [
     WHERE running.seq = raw_requests.seq;
   DROP INDEX raw_requests_by_time;
   `,
+  // deliveries.cancelled: why a pending delivery must not be sent any more
+  // (its Engage computation was deleted while its sync waited in an ordered
+  // key's chain): its next claim ends it failed with this reason, unsent,
+  // and what waits behind it is released as after any final outcome
+  // (engage-queries.ts, deleteComputation).
+  // engage_state.erasures: regulation steps run so far; a stream commit
+  // names the count it read with its cursor and is refused when a step ran
+  // since (its page may hold an erased user's messages: a profile made of
+  // them would outlive the erasure, and its syncs follow the delete).
+  `
+  ALTER TABLE deliveries ADD COLUMN cancelled TEXT;
+  ALTER TABLE engage_state ADD COLUMN erasures INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -143,6 +143,8 @@ export class RegulationQueries {
   private runStepNow(step: RegulationStepRun): boolean {
     // The claim comes first: nothing else is written unless this call owns the step.
     if (this.claim.run(step.at, step.regulationId, step.sourceId).changes === 0) return false;
+    // An Engage stream commit of a page read before this finds the count moved and is refused (see Store.getEngageStreamPosition).
+    this.db.prepare(`UPDATE engage_state SET erasures = erasures + 1 WHERE id = 1`).run();
     const users = JSON.stringify(step.eraseUserIds);
     this.eraseAttempts.run(step.sourceId, users);
     this.eraseDeliveries.run(step.sourceId, users);

@@ -633,6 +633,10 @@ export class SqliteStore implements Store {
     return this.engage.getCursor();
   }
 
+  async getEngageStreamPosition(): Promise<{ cursor: number; erasures: number }> {
+    return this.engage.getStreamPosition();
+  }
+
   async oldestUnevaluatedMessage(): Promise<{ seq: number; receivedAt: number } | undefined> {
     return this.engage.oldestUnevaluated();
   }
