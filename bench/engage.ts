@@ -17,6 +17,10 @@
  *   matching half of them → time until its first sync is queued (status
  *   `live`; ≤ 30 s), every member's identify at the receiver, peak RSS
  *   (≤ 400 MB) and bytes of state per profile.
+ * - engage.profile-read: the largest profile the bounds allow read with the
+ *   most definitions allowed, back to back, while `/healthz` is polled: its
+ *   slowest answer ≤ 100 ms (issue 29: a read must never block the event
+ *   loop); with several reads at once for information.
  */
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -374,10 +378,161 @@ async function waitUntil(done: () => Promise<boolean>, timeoutMs: number, server
   }
 }
 
+// --- engage.profile-read ----------------------------------------------------------------
+
+const PROFILE_READ_DEFINITIONS = 500;
+const PROFILE_READ_TRACKS = 6_000;
+const PROFILE_READ_ANONYMOUS_IDS = 1_000;
+const PROFILE_READ_USER_IDS = 100;
+const PROFILE_READ_ROUNDS = 5;
+const PROFILE_READ_CONCURRENT = 8;
+const HEALTHZ_TARGET_MS = 100;
+const PROFILE_EVENTS = ['Order Completed', 'Product Viewed', 'Product Added', 'Products Searched', 'Signed Up'];
+
+/** Definitions of every kind over five events and a dozen properties, as many as a Switchyard takes. */
+function profileReadDefinitions(): Array<{ path: string; body: Record<string, unknown> }> {
+  const definitions: Array<{ path: string; body: Record<string, unknown> }> = [];
+  for (let i = 0; i < PROFILE_READ_DEFINITIONS; i++) {
+    const event = PROFILE_EVENTS[i % PROFILE_EVENTS.length]!;
+    const traits = [
+      { type: 'event_counter', event, within: `${1 + (i % 30)}d` },
+      { type: 'aggregation', fn: 'sum', event, property: `p${i % 7}`, within: '30d' },
+      { type: 'most_frequent', event, property: `c${i % 5}`, within: '30d' },
+      { type: 'unique_list', event, property: `c${i % 5}` },
+      { type: 'last', event, property: `p${i % 7}` },
+    ];
+    definitions.push(
+      i % 2 === 0
+        ? { path: '/admin/v1/computed-traits', body: { name: `Trait ${i}`, key: `trait_${i}`, definition: traits[(i / 2) % traits.length]! } }
+        : { path: '/admin/v1/audiences', body: { name: `Audience ${i}`, key: `audience_${i}`, definition: { performed: { event, within: `${1 + (i % 20)}d`, count: { op: '>=', value: 1 + (i % 4) } } } } },
+    );
+  }
+  return definitions;
+}
+
+/** One user at the bounds: tracks with new values in every property, the most anonymous ids and user ids a profile keeps. */
+function heavyProfileMessages(): Array<Record<string, unknown>> {
+  const messages: Array<Record<string, unknown>> = [];
+  for (let i = 0; i < PROFILE_READ_TRACKS; i++) {
+    const properties: Record<string, unknown> = {};
+    for (let c = 0; c < 5; c++) properties[`c${c}`] = `value-${c}-${i}`;
+    for (let n = 0; n < 7; n++) properties[`p${n}`] = i + n;
+    messages.push({ type: 'track', userId: 'heavy', ...(i < PROFILE_READ_ANONYMOUS_IDS && { anonymousId: `heavy-anon-${i}` }), event: PROFILE_EVENTS[i % PROFILE_EVENTS.length], properties });
+  }
+  // Each earlier user id gets a message of its own first, then is aliased in.
+  for (let i = 1; i < PROFILE_READ_USER_IDS; i++) {
+    messages.push({ type: 'identify', userId: `heavy-alias-${i}`, traits: { n: i } });
+    messages.push({ type: 'alias', previousId: `heavy-alias-${i}`, userId: 'heavy' });
+  }
+  return messages;
+}
+
+/**
+ * engage.profile-read (issue 29): the largest profile the bounds allow,
+ * with the most definitions allowed, read over the admin API while the
+ * bench polls `/healthz` without pause: the slowest `/healthz` answer must
+ * stay within 100 ms (the event loop is never blocked for a read).
+ */
+async function runProfileRead(context: BenchContext): Promise<BenchReport> {
+  const name = 'engage.profile-read';
+  const target = await context.startSwitchyard(`${name} switchyard`);
+  try {
+    const { token } = target.admin!;
+    for (const definition of profileReadDefinitions()) await admin(target.url, token, 'POST', definition.path, definition.body, 201);
+    const messages = heavyProfileMessages();
+    for (let i = 0; i < messages.length; i += 100) {
+      const response = await fetch(`${target.url}/v1/batch`, { method: 'POST', headers: { ...target.headers, 'content-type': 'application/json' }, body: JSON.stringify({ batch: messages.slice(i, i + 100) }) });
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`/v1/batch answered ${response.status}`);
+    }
+    await waitEngageCaughtUp(target, 600_000);
+    const read = async (): Promise<{ ms: number; body: Record<string, unknown> }> => {
+      const started = performance.now();
+      const body = await admin(target.url, token, 'GET', '/admin/v1/profiles/user_id:heavy?identifiersLimit=1000', undefined, 200);
+      return { ms: performance.now() - started, body };
+    };
+    const first = await read();
+    let identifiers = (first.body['identifiers'] as unknown[]).length;
+    for (let cursor = first.body['identifiersCursor']; typeof cursor === 'string'; ) {
+      const page = await admin(target.url, token, 'GET', `/admin/v1/profiles/user_id:heavy?identifiersLimit=1000&identifiersCursor=${encodeURIComponent(cursor)}`, undefined, 200);
+      identifiers += (page['identifiers'] as unknown[]).length;
+      cursor = page['identifiersCursor'];
+    }
+    const alone: number[] = [];
+    for (let i = 0; i < 20; i++) alone.push((await read()).ms);
+    // /healthz polled without pause while reads go on: one at a time, back to back (the judged figure), then several at once.
+    const probeWhile = async (inFlight: number): Promise<{ worstMs: number; probes: number }> => {
+      let worstMs = 0;
+      let probes = 0;
+      for (let round = 0; round < PROFILE_READ_ROUNDS; round++) {
+        let reading = true;
+        const reads = (async () => {
+          for (let i = 0; i < PROFILE_READ_CONCURRENT; i += inFlight) await Promise.all(Array.from({ length: inFlight }, () => read()));
+        })().finally(() => (reading = false));
+        while (reading) {
+          const started = performance.now();
+          const response = await fetch(`${target.url}/healthz`);
+          await response.arrayBuffer();
+          worstMs = Math.max(worstMs, performance.now() - started);
+          probes++;
+        }
+        await reads;
+      }
+      return { worstMs, probes };
+    };
+    const single = await probeWhile(1);
+    const concurrent = await probeWhile(PROFILE_READ_CONCURRENT);
+    const worstHealthzMs = single.worstMs;
+    const failure = target.failure();
+    if (failure !== undefined) throw new Error(failure);
+    alone.sort((a, b) => a - b);
+    const ratio = worstHealthzMs > 0 ? round(HEALTHZ_TARGET_MS / worstHealthzMs, 3) : 0;
+    return {
+      description:
+        `the largest profile the bounds allow (${PROFILE_READ_TRACKS} tracks with new values in every property, ${PROFILE_READ_ANONYMOUS_IDS} anonymous ids, ${PROFILE_READ_USER_IDS} user ids) ` +
+        `with ${PROFILE_READ_DEFINITIONS} definitions, read over the admin API back to back while /healthz is polled without pause.`,
+      metric: 'target ms ÷ slowest /healthz ms',
+      ratio,
+      target: 1,
+      pass: worstHealthzMs <= HEALTHZ_TARGET_MS,
+      healthzWorstMs: round(worstHealthzMs, 1),
+      healthzProbes: single.probes,
+      healthzWorstMsWithConcurrentReads: round(concurrent.worstMs, 1),
+      concurrentReads: PROFILE_READ_CONCURRENT,
+      profileReadMs: { p50: round(alone[Math.floor(alone.length / 2)]!, 1), max: round(alone[alone.length - 1]!, 1) },
+      identifiers,
+      computedTraits: Object.keys((first.body['computedTraits'] as Record<string, unknown> | undefined) ?? {}).length,
+      audiences: ((first.body['audiences'] as unknown[] | undefined) ?? []).length,
+      serverPeakRssMb: target.peakRssMb(),
+      notes: [
+        `ratio = ${HEALTHZ_TARGET_MS} ms ÷ the slowest /healthz answer during ${PROFILE_READ_ROUNDS} rounds of ${PROFILE_READ_CONCURRENT} profile reads, one at a time.`,
+        `healthzWorstMsWithConcurrentReads (information): the same with the ${PROFILE_READ_CONCURRENT} reads at once; each read is one synchronous stretch of the server's event loop, so a probe can wait for all of them.`,
+      ],
+    };
+  } finally {
+    await target.stop();
+  }
+}
+
+/** Polls /metrics until Engage has evaluated every stored message (`switchyard_engage_lag_seconds` 0). */
+async function waitEngageCaughtUp(target: Target, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const response = await fetch(`${target.url}/metrics`, { headers: { authorization: `Bearer ${target.admin!.token}` } });
+    const text = await response.text();
+    if (/^switchyard_engage_lag_seconds 0$/m.test(text)) return;
+    const failure = target.failure();
+    if (failure !== undefined) throw new Error(failure);
+    if (Date.now() > until) throw new Error(`Engage did not catch up within ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
 export const engageBenches: readonly BenchDefinition[] = [
   { name: 'engage.latency', run: runLatency },
   { name: 'engage.latency.heavy-user', run: runLatencyHeavyUser },
   { name: 'engage.latency.spread', run: runLatencySpread },
   { name: 'engage.overhead', run: runOverhead },
   { name: 'engage.first-sync', run: runFirstSync },
+  { name: 'engage.profile-read', run: runProfileRead },
 ];
