@@ -62,6 +62,11 @@ export function syncChainsOf(entries: readonly IngestEntry[]): SyncChain[] {
   return chains;
 }
 
+/** Why a sync of a deleted computation that waits in an ordered key's chain is not sent (ClaimedDelivery.cancelled). */
+export function cancelledSyncReason(kind: string): string {
+  return `not sent: its ${kind === 'audience' ? 'audience' : 'computed trait'} was deleted`;
+}
+
 /**
  * The computation of a sync that an ordered Webhooks destination gets: its
  * delivery is on the key's order, not on a sync chain, and is stored naming

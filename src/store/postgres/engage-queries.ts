@@ -19,7 +19,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import { insertMessages } from './message-queries.js';
-import { PARKED_AT, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
+import { PARKED_AT, cancelledSyncReason, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
 import { liveBackendSql } from './change-listener.js';
 
 type Queryable = pg.Pool | pg.ClientBase;
@@ -83,13 +83,8 @@ export async function deleteComputation(client: pg.ClientBase, id: string): Prom
   );
   // In an ordered key's chain: cancelled where they wait, so that what waits
   // behind them goes on in order once they end (failed, unsent).
-  await client.query(`UPDATE deliveries SET cancelled = $2 WHERE sync_computation_id = $1 AND sync_key IS NULL AND status IN ('pending', 'transforming')`, [id, cancelledReason(kind)]);
+  await client.query(`UPDATE deliveries SET cancelled = $2 WHERE sync_computation_id = $1 AND sync_key IS NULL AND status IN ('pending', 'transforming')`, [id, cancelledSyncReason(kind)]);
   return true;
-}
-
-/** Why a sync of a deleted computation is not sent (ClaimedDelivery.cancelled). */
-function cancelledReason(kind: string): string {
-  return `not sent: its ${kind === 'audience' ? 'audience' : 'computed trait'} was deleted`;
 }
 
 async function identifiersOf(pool: Queryable, ids: readonly string[]): Promise<Map<string, string[]>> {

@@ -18,7 +18,7 @@ import type {
   StoredMessage,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
-import { PARKED_AT, type SyncChain, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
+import { PARKED_AT, type SyncChain, cancelledSyncReason, orderedSyncOf, syncChainsOf } from '../engage-sync-chain.js';
 
 const WITH_SIZE = `SELECT c.*, (SELECT COUNT(*) FROM profile_outputs o WHERE o.computation_id = c.id) AS size FROM computations c`;
 
@@ -98,8 +98,7 @@ export class EngageQueries {
       this.prepare(`DELETE FROM deliveries WHERE id IN (${unsent})`).run(id);
       // In an ordered key's chain: cancelled where they wait, so that what
       // waits behind them goes on in order once they end (failed, unsent).
-      const reason = `not sent: its ${deleted.kind === 'audience' ? 'audience' : 'computed trait'} was deleted`;
-      this.prepare(`UPDATE deliveries SET cancelled = ? WHERE sync_computation_id = ? AND sync_key IS NULL AND status IN ('pending', 'transforming')`).run(reason, id);
+      this.prepare(`UPDATE deliveries SET cancelled = ? WHERE sync_computation_id = ? AND sync_key IS NULL AND status IN ('pending', 'transforming')`).run(cancelledSyncReason(deleted.kind), id);
       return true;
     })();
   }
