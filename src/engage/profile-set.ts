@@ -220,7 +220,7 @@ export class ProfileSet {
       for (const otherId of ids.slice(1)) this.mergeInto(profile, this.profiles.get(otherId)!);
     }
     const counts = this.countsOf(profile);
-    const hadUserId = counts.of('user_id') > 0;
+    const userIdsBefore = counts.of('user_id');
     for (const name of names) {
       if (profile.identifiers.has(name)) continue;
       // Beyond its type's limit a new identifier is not linked; the message still counts here.
@@ -228,8 +228,9 @@ export class ProfileSet {
       profile.identifiers.add(name);
       this.owners.set(name, profile.id);
     }
-    // Gaining a user id: its memberships and values go again, with it.
-    if (!hadUserId && counts.of('user_id') > 0) profile.resend = true;
+    // Gaining a user id (its first, or one more: `alias yan → bob`): its
+    // memberships and values go again, so the new id gets them too.
+    if (counts.of('user_id') > userIdsBefore) profile.resend = true;
     return profile;
   }
 

@@ -43,27 +43,23 @@ function identitySuite(name: string, flags: () => Record<string, string>): void 
     });
 
     it('after a merge, every user id of the profile ends at its value (zed/abe/yan/bob)', { timeout: 60_000 }, async () => {
-      const created = await sy.admin('POST', '/audiences', {
-        name: 'Buyers',
-        key: 'buyers',
-        definition: { performed: { event: 'Buy', within: '4s', count: { op: '>=', value: 2 } } },
-        destinations: [source.id],
-      });
+      // A trait audience: every change below comes from a message, none from time passing.
+      const created = await sy.admin('POST', '/audiences', { name: 'Pros', key: 'pros', definition: { trait: { key: 'plan', op: '=', value: 'pro' } }, destinations: [source.id] });
       assert.equal(created.status, 201, JSON.stringify(created.body));
       const id = created.body.id as string;
       await eventually(async () => ((await sy.admin('GET', `/audiences/${id}`)).body.status === 'live' ? true : undefined), 10_000, 'live');
-      const batch = ['zed', 'abe', 'yan'].flatMap((userId) => [
-        { type: 'track', userId, event: 'Buy' },
-        { type: 'track', userId, event: 'Buy' },
-      ]);
-      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
-      await eventually(() => (['zed', 'abe', 'yan'].every((u) => lastValues(receiver, 'buyers').get(u) === true) ? true : undefined), 10_000, 'all three in');
+      const identify = (userId: string, plan: string) => ({ type: 'identify', userId, traits: { plan } });
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [identify('zed', 'pro'), identify('abe', 'pro'), identify('yan', 'pro')] })).status, 200);
+      await eventually(() => (['zed', 'abe', 'yan'].every((u) => lastValues(receiver, 'pros').get(u) === true) ? true : undefined), 20_000, 'all three in');
       assert.equal((await sy.send('/v1/alias', source.writeKey, { previousId: 'zed', userId: 'abe' })).status, 200);
       assert.equal((await sy.send('/v1/alias', source.writeKey, { previousId: 'yan', userId: 'bob' })).status, 200);
-      // The window expires: every user id of both merged profiles must end false.
+      // bob joined yan's profile: it is sent the profile's value.
+      await eventually(() => (lastValues(receiver, 'pros').get('bob') === true ? true : undefined), 20_000, 'bob sent the merged profile\'s value');
+      // Each merged profile leaves the audience, by a message naming only one of its user ids.
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [identify('abe', 'free'), identify('bob', 'free')] })).status, 200);
       const ids = ['zed', 'abe', 'yan', 'bob'];
-      await eventually(() => (ids.every((u) => lastValues(receiver, 'buyers').get(u) === false) ? true : undefined), 20_000, 'every id false').catch(() => undefined);
-      assert.deepEqual(Object.fromEntries(ids.map((u) => [u, lastValues(receiver, 'buyers').get(u)])), { zed: false, abe: false, yan: false, bob: false });
+      await eventually(() => (ids.every((u) => lastValues(receiver, 'pros').get(u) === false) ? true : undefined), 20_000, 'every id false').catch(() => undefined);
+      assert.deepEqual(Object.fromEntries(ids.map((u) => [u, lastValues(receiver, 'pros').get(u)])), { zed: false, abe: false, yan: false, bob: false });
       const profile = await sy.admin('GET', '/profiles/user_id:zed');
       assert.deepEqual(profile.body.audiences, []);
     });
