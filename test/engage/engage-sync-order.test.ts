@@ -32,9 +32,11 @@ function orderSuite(name: string, flags: () => Record<string, string>): void {
     let receiver: TestReceiver;
     let source: { id: string; writeKey: string };
     const seed = Number(process.env['SEED'] ?? 2_900_001);
+    // The data is a function of the seed alone; the receiver's answers, asked for in arrival order, draw from their own generator.
     const random = seededRandom(seed);
-    /** userId → key → the value last applied, and the timestamp of each applied sync in order. */
-    const applied = new Map<string, Map<string, { value: unknown; stamps: string[] }>>();
+    const receiverRandom = seededRandom(seed + 1);
+    /** userId → key → the value last applied, and the timestamp of each applied sync in order, with when it was applied. */
+    const applied = new Map<string, Map<string, { value: unknown; stamps: string[]; appliedAt: number[] }>>();
     let timers = new Set<NodeJS.Timeout>();
 
     before(async () => {
@@ -45,18 +47,18 @@ function orderSuite(name: string, flags: () => Record<string, string>): void {
       const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { enabled: true, settings: { webhooks: [{ url: receiver.url }] } });
       assert.equal(put.status, 200, JSON.stringify(put.body));
       receiver.reply = (request) => {
-        const status = random() < 0.25 ? 503 : 200;
-        const delayMs = Math.floor(random() * 40);
+        const status = receiverRandom() < 0.25 ? 503 : 200;
+        const delayMs = Math.floor(receiverRandom() * 40);
         const sync = JSON.parse(request.body) as Sync;
         const key = sync.context?.personas?.computation_key;
         if (status === 200 && sync.type === 'identify' && key !== undefined && sync.userId !== undefined) {
           // Applied when answered, as a receiver that processes before it answers would.
           const timer = setTimeout(() => {
             timers.delete(timer);
-            const byKey = applied.get(sync.userId!) ?? new Map<string, { value: unknown; stamps: string[] }>();
+            const byKey = applied.get(sync.userId!) ?? new Map<string, { value: unknown; stamps: string[]; appliedAt: number[] }>();
             applied.set(sync.userId!, byKey);
-            const entry = byKey.get(key) ?? { value: undefined, stamps: [] };
-            byKey.set(key, { value: sync.traits[key], stamps: [...entry.stamps, sync.timestamp] });
+            const entry = byKey.get(key) ?? { value: undefined, stamps: [], appliedAt: [] };
+            byKey.set(key, { value: sync.traits[key], stamps: [...entry.stamps, sync.timestamp], appliedAt: [...entry.appliedAt, Date.now()] });
           }, delayMs);
           timers.add(timer);
         }
@@ -85,6 +87,8 @@ function orderSuite(name: string, flags: () => Record<string, string>): void {
         await eventually(async () => ((await sy.admin('GET', `${route}/${id}`)).body.status === 'live' ? true : undefined), 10_000, `${key} live`);
       }
 
+      // Syncs are stamped when computed: after this, whatever the messages' own (much older) timestamps say.
+      const sendingFrom = Date.now();
       let clock = Date.parse('2026-01-01T00:00:00Z');
       for (let b = 0; b < BATCHES; b++) {
         const batch = [];
@@ -143,7 +147,11 @@ function orderSuite(name: string, flags: () => Record<string, string>): void {
       );
       assert.deepEqual(mismatches(), [], `seed ${seed}`);
       for (const [userId, byKey] of applied) {
-        for (const [key, { stamps }] of byKey) {
+        for (const [key, { stamps, appliedAt }] of byKey) {
+          stamps.forEach((stamp, i) => {
+            const at = Date.parse(stamp);
+            assert.ok(at >= sendingFrom && at <= appliedAt[i]!, `${userId}.${key}: sync ${i} stamped ${stamp}, not when it was computed (sent from ${new Date(sendingFrom).toISOString()}, applied ${new Date(appliedAt[i]!).toISOString()}); seed ${seed}`);
+          });
           for (let i = 1; i < stamps.length; i++) {
             assert.ok(Date.parse(stamps[i]!) > Date.parse(stamps[i - 1]!), `${userId}.${key}: sync ${i} (${stamps[i]}) applied after a newer one (${stamps[i - 1]}); seed ${seed}`);
           }
