@@ -1,30 +1,20 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
+import { type TestReceiver, startReceiver, startSelfSignedReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, sourceWithWebhooks, waitForOnlyDelivery } from '../helpers/webhooks.js';
 
 describe('TLS verification', () => {
   let sy: TestSwitchyard;
   let receiver: TestReceiver;
-  let certDir: string;
 
   before(async () => {
-    certDir = await mkdtemp(path.join(tmpdir(), 'switchyard-cert-'));
-    const key = path.join(certDir, 'key.pem');
-    const cert = path.join(certDir, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
-    receiver = await startReceiver({ tls: { key: await readFile(key, 'utf8'), cert: await readFile(cert, 'utf8') } });
+    receiver = await startSelfSignedReceiver();
     sy = await startTestSwitchyard(FAST_RETRIES);
   });
   after(async () => {
     await sy?.close();
     await receiver?.close();
-    await rm(certDir, { recursive: true, force: true });
   });
 
   it('refuses a self-signed certificate: an error, not retried, and no request sent', async () => {

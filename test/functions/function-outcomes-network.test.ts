@@ -1,13 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import net, { type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
-import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
+import { type TestReceiver, startReceiver, startSelfSignedReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
@@ -261,22 +257,16 @@ function outcomeSuite(storeName: string, flags: () => Record<string, string>): v
 describe('function fetch over TLS with a certificate nobody signed (sqlite)', () => {
   let sy: TestSwitchyard;
   let receiver: TestReceiver;
-  let certDir: string;
 
   before(async () => {
-    // As test/delivery/tls-and-ssrf.test.ts: a self-signed certificate made at test time.
-    certDir = await mkdtemp(path.join(tmpdir(), 'switchyard-cert-'));
-    const key = path.join(certDir, 'key.pem');
-    const cert = path.join(certDir, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
-    receiver = await startReceiver({ tls: { key: await readFile(key, 'utf8'), cert: await readFile(cert, 'utf8') } });
+    receiver = await startSelfSignedReceiver();
     sy = await startTestSwitchyard(FLAGS);
   });
   after(async () => {
     await sy?.close();
     await receiver?.close();
-    if (certDir !== undefined) await rm(certDir, { recursive: true, force: true });
   });
+
 
   const untrusted = 'fetch failed: TLS certificate not trusted (DEPTH_ZERO_SELF_SIGNED_CERT)';
 

@@ -1,7 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { eventually } from './switchyard.js';
 
 export interface ReceivedRequest {
@@ -127,4 +131,28 @@ function answer(response: ServerResponse, reply: Reply, status = reply.status ??
   if (response.destroyed) return;
   response.writeHead(status, { 'content-type': 'text/plain', ...reply.headers });
   response.end(reply.body ?? 'ok');
+}
+
+/**
+ * An HTTPS receiver whose certificate nobody signed: made at test time with
+ * `openssl` (self-signed, CN=localhost, a day long). `close` also removes the
+ * certificate's files.
+ */
+export async function startSelfSignedReceiver(): Promise<TestReceiver> {
+  const certDir = await mkdtemp(path.join(tmpdir(), 'switchyard-cert-'));
+  try {
+    const key = path.join(certDir, 'key.pem');
+    const cert = path.join(certDir, 'cert.pem');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const receiver = await startReceiver({ tls: { key: await readFile(key, 'utf8'), cert: await readFile(cert, 'utf8') } });
+    const close = receiver.close.bind(receiver);
+    receiver.close = async () => {
+      await close();
+      await rm(certDir, { recursive: true, force: true });
+    };
+    return receiver;
+  } catch (error) {
+    await rm(certDir, { recursive: true, force: true });
+    throw error;
+  }
 }
