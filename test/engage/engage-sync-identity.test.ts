@@ -12,15 +12,22 @@ interface Sync {
   context?: { personas?: { computation_key: string } };
 }
 
-/** The last value of `key` each user id got, in order of arrival. */
-function lastValues(receiver: TestReceiver, key: string): Map<string, unknown> {
+/** The last value of `key` each user id got, in order of arrival (of the requests from the `from`th on). */
+function lastValues(receiver: TestReceiver, key: string, from = 0): Map<string, unknown> {
   const last = new Map<string, unknown>();
-  for (const request of receiver.requests) {
+  for (const request of receiver.requests.slice(from)) {
     const sync = JSON.parse(request.body) as Sync;
     if (sync.type !== 'identify' || sync.context?.personas?.computation_key !== key || sync.userId === undefined) continue;
     last.set(sync.userId, sync.traits[key]);
   }
   return last;
+}
+
+/** `switchyard_engage_lag_seconds` on `/metrics`: 0 once Engage has evaluated every stored message. */
+async function engageLag(sy: TestSwitchyard): Promise<number | undefined> {
+  const text = await (await fetch(`${sy.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('switchyard_engage_lag_seconds '));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
 }
 
 function identitySuite(name: string, flags: () => Record<string, string>): void {
@@ -43,7 +50,7 @@ function identitySuite(name: string, flags: () => Record<string, string>): void 
     });
 
     it('after a merge, every user id of the profile ends at its value (zed/abe/yan/bob)', { timeout: 60_000 }, async () => {
-      // A trait audience: every change below comes from a message, none from time passing.
+      // A trait audience: every change below comes from a message, none from time passing, so nothing here races a clock.
       const created = await sy.admin('POST', '/audiences', { name: 'Pros', key: 'pros', definition: { trait: { key: 'plan', op: '=', value: 'pro' } }, destinations: [source.id] });
       assert.equal(created.status, 201, JSON.stringify(created.body));
       const id = created.body.id as string;
@@ -51,17 +58,28 @@ function identitySuite(name: string, flags: () => Record<string, string>): void 
       const identify = (userId: string, plan: string) => ({ type: 'identify', userId, traits: { plan } });
       assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [identify('zed', 'pro'), identify('abe', 'pro'), identify('yan', 'pro')] })).status, 200);
       await eventually(() => (['zed', 'abe', 'yan'].every((u) => lastValues(receiver, 'pros').get(u) === true) ? true : undefined), 20_000, 'all three in');
+
+      // zed merges into abe's profile; yan's profile gains bob (new). A merge or a new user id resends the
+      // profile's memberships to every user id it has: zed and abe, yan and bob.
+      const beforeAliases = receiver.requests.length;
       assert.equal((await sy.send('/v1/alias', source.writeKey, { previousId: 'zed', userId: 'abe' })).status, 200);
       assert.equal((await sy.send('/v1/alias', source.writeKey, { previousId: 'yan', userId: 'bob' })).status, 200);
-      // bob joined yan's profile: it is sent the profile's value.
-      await eventually(() => (lastValues(receiver, 'pros').get('bob') === true ? true : undefined), 20_000, 'bob sent the merged profile\'s value');
-      // Each merged profile leaves the audience, by a message naming only one of its user ids.
-      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [identify('abe', 'free'), identify('bob', 'free')] })).status, 200);
       const ids = ['zed', 'abe', 'yan', 'bob'];
+      const sentSinceAliases = (): Map<string, unknown> => lastValues(receiver, 'pros', beforeAliases);
+      await eventually(() => (ids.every((u) => sentSinceAliases().get(u) === true) ? true : undefined), 20_000, 'every user id sent true at the merges').catch(() => undefined);
+      assert.deepEqual(Object.fromEntries(ids.map((u) => [u, sentSinceAliases().get(u)])), { zed: true, abe: true, yan: true, bob: true }, 'sent at the merges');
+      assert.deepEqual((await sy.admin('GET', '/profiles/user_id:zed')).body.identifiers, ['user_id:abe', 'user_id:zed']);
+      assert.deepEqual((await sy.admin('GET', '/profiles/user_id:bob')).body.identifiers, ['user_id:bob', 'user_id:yan']);
+
+      // Each merged profile leaves the audience, by a message naming only one of its user ids (abe, bob):
+      // every user id of both profiles must end false, merged-away zed and yan included.
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [identify('abe', 'free'), identify('bob', 'free')] })).status, 200);
       await eventually(() => (ids.every((u) => lastValues(receiver, 'pros').get(u) === false) ? true : undefined), 20_000, 'every id false').catch(() => undefined);
+      // Ends there: Engage has evaluated every message (lag 0, so every sync is queued) and no delivery is left.
+      await eventually(async () => ((await engageLag(sy)) === 0 ? true : undefined), 20_000, 'Engage caught up');
+      await eventually(async () => ((await sy.admin('GET', '/deliveries?status=pending&limit=1')).body.deliveries.length === 0 ? true : undefined), 20_000, 'no delivery pending');
       assert.deepEqual(Object.fromEntries(ids.map((u) => [u, lastValues(receiver, 'pros').get(u)])), { zed: false, abe: false, yan: false, bob: false });
-      const profile = await sy.admin('GET', '/profiles/user_id:zed');
-      assert.deepEqual(profile.body.audiences, []);
+      for (const u of ids) assert.deepEqual((await sy.admin('GET', `/profiles/user_id:${u}`)).body.audiences, [], `${u}'s profile`);
     });
 
     it('deleting an audience during its first sync sends nothing more and leaves no rows', { timeout: 240_000 }, async () => {
