@@ -16,8 +16,9 @@ export const SYNC_REASON_PREFIX = 'engage:';
 export class SyncMessages {
   /** The last sync timestamp handed out (see `stamp`). */
   private lastStamp = 0;
-  /** The evaluation time `lastStamp` was handed out for. */
+  /** The evaluation time `lastStamp` was handed out for, and the changes (profile and computation) stamped with it. */
   private lastAt: number | undefined;
+  private readonly stampedChanges = new Set<string>();
 
   constructor(private readonly newMessageId: () => string) {}
 
@@ -53,7 +54,7 @@ export class SyncMessages {
       if (computation === undefined || computation.destinations.length === 0) continue;
       if (computation.status !== 'live' && computingIds?.has(id) !== true) continue;
       // The moment this change was computed: distinct and increasing, so a receiver can order syncs by it.
-      const stamp = this.stamp(at);
+      const stamp = this.stamp(at, `${profile.id} ${id}`);
       for (const sourceId of computation.destinations) {
         const targets = definitions.syncTargets.get(sourceId);
         if (targets === undefined) continue;
@@ -64,20 +65,22 @@ export class SyncMessages {
   }
 
   /**
-   * The stamp of every change computed at `at` (one evaluation: a page, an
-   * expiry pass, a backfill step): `at`, or just after the last stamp when
-   * that is not earlier. One stamp per evaluation, not per change: a chain
-   * (profile and computation) changes at most once in one, so its stamps
-   * stay distinct and increasing, and they cannot run ahead of the clock
-   * (a stamp per change moved 1 ms forward with each: 34 s ahead after a
-   * burst of 3,000 messages, so a node taking over later stamped newer
-   * values earlier).
+   * The stamp of a change (`change`: its profile and computation) computed
+   * at `at`: `at`, or just after the last stamp when that is not earlier.
+   * Changes computed at the same `at` (one evaluation: a page, an expiry
+   * pass, a backfill step) share one stamp unless the same change comes
+   * twice, so a profile's stamps for one computation stay distinct and
+   * increasing and do not run ahead of the clock (a stamp per change moved
+   * 1 ms forward with each: 34 s ahead after a burst of 3,000 messages, so
+   * a node taking over later stamped newer values earlier).
    */
-  private stamp(at: number): number {
-    if (at !== this.lastAt) {
+  private stamp(at: number, change: string): number {
+    if (at !== this.lastAt || this.stampedChanges.has(change)) {
       this.lastStamp = Math.max(at, this.lastStamp + 1);
       this.lastAt = at;
+      this.stampedChanges.clear();
     }
+    this.stampedChanges.add(change);
     return this.lastStamp;
   }
 
