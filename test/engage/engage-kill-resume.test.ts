@@ -8,6 +8,11 @@
  * take it and sync a new message within the test's bound. SQLite frees it
  * at start (no other process can hold it: the data folder is locked);
  * PostgreSQL frees a lease whose holder's session is gone.
+ *
+ * And on PostgreSQL, with two nodes on one database: a node started beside a
+ * live holder does not take its lease (it asks and is refused, as the
+ * database's own log of those statements shows), and takes it once that
+ * holder is killed, while the dead lease still had an hour to run.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -88,7 +93,8 @@ describe('Engage after kill -9 on a single node (SQLite)', () => {
     // As if the dead process had just renewed a long lease: only the start's release can free it now.
     const file = new Database(path.join(dataDir, SQLITE_FILE));
     try {
-      file.prepare('UPDATE engage_state SET lease_expires_at = ? WHERE id = 1 AND lease_owner = ?').run(Date.now() + 3_600_000, dead.owner);
+      const pushed = file.prepare('UPDATE engage_state SET lease_expires_at = ? WHERE id = 1 AND lease_owner = ?').run(Date.now() + 3_600_000, dead.owner);
+      assert.equal(pushed.changes, 1, 'the dead process still holds the lease after the kill');
     } finally {
       file.close();
     }
@@ -145,13 +151,125 @@ await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () 
 
     await first.kill('SIGKILL');
     // As if the dead process had just renewed a long lease: only its session's end can free it now.
-    await sql('UPDATE engage_state SET lease_expires_at = $1 WHERE id = 1 AND lease_owner = $2', [Date.now() + 3_600_000, held.owner]);
+    const pushed = await sql('UPDATE engage_state SET lease_expires_at = $1 WHERE id = 1 AND lease_owner = $2 RETURNING id', [Date.now() + 3_600_000, held.owner]);
+    assert.equal(pushed.length, 1, 'the dead process still holds the lease after the kill');
 
     const second = await startChildSwitchyard(env);
     children.push(second);
     await call(second, 'POST', '/v1/track', { userId: 'after-kill', event: 'Order Completed' }, basicAuth(writeKey));
     await eventually(() => (syncedTo(receiver, 'after-kill') ? true : undefined), 60_000, 'the sync after the restart');
     const taken = await lease();
-    assert.notEqual(taken.owner, held.owner, 'the restarted process holds the lease');
+    assert.ok(taken.owner !== null && taken.owner !== held.owner, `the restarted process holds the lease: ${JSON.stringify(taken)}`);
+  });
+});
+
+/** `url` with the sessions named `name` in pg_stat_activity and `current_setting('application_name')` (one in the URL wins). */
+const named = (url: string, name: string): string => {
+  const withName = new URL(url);
+  withName.searchParams.set('application_name', name);
+  return withName.toString();
+};
+
+await describePostgres('Engage with two nodes on one database (PostgreSQL)', () => {
+  const A = 'switchyard-node-a';
+  const B = 'switchyard-node-b';
+  const HOUR = 3_600_000;
+  let db: FreshDatabase;
+  let receiver: TestReceiver;
+  const children: ChildSwitchyard[] = [];
+
+  before(async () => {
+    db = await freshDatabase();
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await Promise.all(children.map((child) => child.kill('SIGKILL')));
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  const sql = async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      return (await client.query<R>(text, values)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  const lease = async (): Promise<Lease & { backend: string | null }> =>
+    (await sql<Lease & { backend: string | null }>(
+      'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1',
+    ))[0]!;
+  /** The UPDATEs of engage_state node `app` made so far: those that changed the row, and those that changed nothing (a refused claim). */
+  const updatesBy = async (app: string): Promise<{ changed: number; refused: number }> =>
+    (await sql<{ changed: number; refused: number }>(
+      'SELECT count(*) FILTER (WHERE rows > 0)::int AS changed, count(*) FILTER (WHERE rows = 0)::int AS refused FROM test_engage_updates WHERE app = $1',
+      [app],
+    ))[0]!;
+
+  it('a node beside a live holder does not take the lease; once the holder is killed it does, before that lease ends', { timeout: 120_000 }, async () => {
+    const env = (app: string): Record<string, string> => ({
+      DATABASE_URL: named(db.url, app),
+      SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true',
+      SWITCHYARD_WORKERS: '1',
+    });
+    const { node: a, writeKey } = await firstNode(env(A), receiver, children);
+    const held = await eventually(async () => {
+      const now = await lease();
+      return now.owner !== null && now.backend !== null ? now : undefined;
+    }, 30_000, 'node A to hold the Engage lease with its session');
+
+    // The database, not the test's clock, decides and records: node A's lease lasts an hour longer at every claim and
+    // renewal (so it cannot run out during the test, however slow the machine), and every UPDATE of engage_state is
+    // logged with the session's application_name and how many rows it changed (a refused claim changes none).
+    await sql(`CREATE TABLE test_engage_updates (id bigserial PRIMARY KEY, app text NOT NULL, rows bigint NOT NULL)`);
+    await sql(`CREATE FUNCTION test_engage_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO test_engage_updates (app, rows) SELECT current_setting('application_name'), count(*) FROM changed;
+        RETURN NULL;
+      END $$`);
+    await sql(`CREATE TRIGGER test_engage_updated AFTER UPDATE ON engage_state REFERENCING NEW TABLE AS changed
+      FOR EACH STATEMENT EXECUTE FUNCTION test_engage_updated()`);
+    await sql(`CREATE FUNCTION test_engage_long_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF current_setting('application_name') = '${A}' AND NEW.lease_owner IS NOT NULL THEN
+          NEW.lease_expires_at := NEW.lease_expires_at + ${HOUR};
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await sql(`CREATE TRIGGER test_engage_long_lease BEFORE UPDATE ON engage_state FOR EACH ROW EXECUTE FUNCTION test_engage_long_lease()`);
+    // The lease A holds now, too (its renewals then keep it an hour ahead).
+    const pushed = await sql('UPDATE engage_state SET lease_expires_at = $1 WHERE id = 1 AND lease_owner = $2 RETURNING id', [Date.now() + HOUR, held.owner]);
+    assert.equal(pushed.length, 1, 'node A still holds the lease');
+
+    const b = await startChildSwitchyard(env(B));
+    children.push(b);
+    // B asks at every Engage pass: until it was refused three times (it did ask, more than once), or took the lease.
+    const asked = await eventually(async () => {
+      const updates = await updatesBy(B);
+      return updates.refused >= 3 || updates.changed > 0 ? updates : undefined;
+    }, 60_000, 'node B to ask for the lease three times');
+    assert.equal(a.process.exitCode, null, 'node A lives');
+    assert.equal(a.process.signalCode, null, 'node A lives');
+    assert.equal(asked.changed, 0, `node B changed engage_state (took the lease) while node A lived: ${JSON.stringify(asked)}`);
+    const live = await lease();
+    assert.equal(live.owner, held.owner, 'node A still holds the lease');
+    assert.equal(live.backend, held.backend, 'with its session');
+
+    // Every later renewal by A only ends later: nothing can end A's lease before this.
+    const deadEnds = live.expiresAt;
+    assert.ok(deadEnds > Date.now() + HOUR / 2, `node A's lease runs for about an hour: ends at ${deadEnds}`);
+    await a.kill('SIGKILL');
+    const taken = await eventually(async () => {
+      const now = await lease();
+      return now.owner !== null && now.owner !== held.owner ? now : undefined;
+    }, 60_000, 'node B to take the lease of the killed node A (that lease runs for another hour)');
+    // B's lease ends LEASE_MS (15 s) after its claim: it claimed well before A's lease would have ended.
+    assert.ok(taken.expiresAt < deadEnds, `node B's lease ${JSON.stringify(taken)} was taken before A's ended at ${deadEnds}`);
+    assert.ok((await updatesBy(B)).changed >= 1, 'node B took the lease itself');
+
+    await call(b, 'POST', '/v1/track', { userId: 'after-kill-a', event: 'Order Completed' }, basicAuth(writeKey));
+    await eventually(() => (syncedTo(receiver, 'after-kill-a') ? true : undefined), 60_000, 'the sync by node B after the kill');
   });
 });
