@@ -111,6 +111,22 @@ describe('Engage after kill -9 on a single node (SQLite)', () => {
   });
 });
 
+/** One statement on its own connection to `url`. */
+async function query<R extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The Engage lease as PostgreSQL holds it, with the holder's session. */
+async function postgresLease(url: string): Promise<Lease & { backend: string | null }> {
+  return (await query<Lease & { backend: string | null }>(url, 'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1'))[0]!;
+}
+
 await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () => {
   let db: FreshDatabase;
   let receiver: TestReceiver;
@@ -126,19 +142,8 @@ await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () 
     await db?.drop();
   });
 
-  const sql = async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => {
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    try {
-      return (await client.query<R>(text, values)).rows;
-    } finally {
-      await client.end();
-    }
-  };
-  const lease = async (): Promise<Lease & { backend: string | null }> =>
-    (await sql<Lease & { backend: string | null }>(
-      'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1',
-    ))[0]!;
+  const sql = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => query<R>(db.url, text, values);
+  const lease = (): Promise<Lease & { backend: string | null }> => postgresLease(db.url);
 
   it('resumes at once: a lease whose holder\'s session is gone is free', { timeout: 120_000 }, async () => {
     const env = { DATABASE_URL: db.url, SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: '1' };
@@ -188,19 +193,8 @@ await describePostgres('Engage with two nodes on one database (PostgreSQL)', () 
     await db?.drop();
   });
 
-  const sql = async <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => {
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    try {
-      return (await client.query<R>(text, values)).rows;
-    } finally {
-      await client.end();
-    }
-  };
-  const lease = async (): Promise<Lease & { backend: string | null }> =>
-    (await sql<Lease & { backend: string | null }>(
-      'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1',
-    ))[0]!;
+  const sql = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => query<R>(db.url, text, values);
+  const lease = (): Promise<Lease & { backend: string | null }> => postgresLease(db.url);
   /** The UPDATEs of engage_state node `app` made so far: those that changed the row, and those that changed nothing (a refused claim). */
   const updatesBy = async (app: string): Promise<{ changed: number; refused: number }> =>
     (await sql<{ changed: number; refused: number }>(

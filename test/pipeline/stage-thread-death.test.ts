@@ -180,7 +180,8 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
       assert.match(server.output(), /stage thread/);
     });
 
-    it('at its first start is started again, and the server then processes', { timeout: 60_000 }, async () => {
+    /** A server whose first stage thread is ended `when`, and whose second start waits at the gate. */
+    const startKilledOnce = async (when: 'at-start' | 'after-ready') => {
       const control = tempDir();
       const hold = holdStageThread(control, 2);
       const server = await startChildSwitchyard({
@@ -188,10 +189,15 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
         SWITCHYARD_DATA_DIR: tempDir(),
         SWITCHYARD_WORKERS: '1',
         ...hold.env,
-        KILL_STAGE_THREAD_WHEN: 'at-start',
+        KILL_STAGE_THREAD_WHEN: when,
         KILL_STAGE_THREAD_TIMES: '1',
         KILL_STAGE_THREAD_COUNTER: path.join(control, 'killed'),
       });
+      return { hold, server };
+    };
+
+    it('at its first start is started again, and the server then processes', { timeout: 60_000 }, async () => {
+      const { hold, server } = await startKilledOnce('at-start');
       try {
         await eventually(() => (hold.held() ? true : undefined), 20_000, 'the stage thread to be started a second time');
         assert.deepEqual(await readyz(server.url), NOT_RUNNING, 'while the second start waits');
@@ -206,18 +212,8 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
     });
 
     it('once running makes /readyz answer 503 until it is started again', { timeout: 60_000 }, async () => {
-      const control = tempDir();
       // The first thread says ready and is ended; the one started in its place waits at the gate.
-      const hold = holdStageThread(control, 2);
-      const server = await startChildSwitchyard({
-        ...store(),
-        SWITCHYARD_DATA_DIR: tempDir(),
-        SWITCHYARD_WORKERS: '1',
-        ...hold.env,
-        KILL_STAGE_THREAD_WHEN: 'after-ready',
-        KILL_STAGE_THREAD_TIMES: '1',
-        KILL_STAGE_THREAD_COUNTER: path.join(control, 'killed'),
-      });
+      const { hold, server } = await startKilledOnce('after-ready');
       try {
         await eventually(() => (hold.held() ? true : undefined), 20_000, 'the stage thread to die and be started again');
         // Logged only for a thread that had said ready (one that never did is "did not start").
