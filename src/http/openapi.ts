@@ -32,6 +32,11 @@ export class RouteCatalog {
     });
   }
 
+  /** Records a route served outside Fastify (the Tracking API). */
+  add(method: string, url: string, schema: RouteDocumentation): void {
+    this.routes.push({ method, url, schema });
+  }
+
   /** The OpenAPI document of the routes registered so far. */
   document(version: string): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};

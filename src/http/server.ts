@@ -1,9 +1,10 @@
-import { createServer } from 'node:http';
+import { type RequestListener, createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { type AdminRoutesOptions, adminRoutes } from '../admin/admin-routes.js';
 import { type BrowserRoutesOptions, browserRoutes } from '../ingest/browser-routes.js';
-import { type TrackingRoutesOptions, trackingRoutes } from '../ingest/tracking-routes.js';
+import { allowAnyOrigin } from '../ingest/cors.js';
+import { TRACKING_ROUTES, TrackingApi, type TrackingApiOptions } from '../ingest/tracking-api.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { ConnectionGuard } from './connection-guard.js';
@@ -17,7 +18,7 @@ export interface ServerOptions {
   readonly trustProxy: boolean;
   readonly store: Store;
   readonly metrics: Metrics;
-  readonly tracking: TrackingRoutesOptions;
+  readonly tracking: TrackingApiOptions;
   readonly browser: BrowserRoutesOptions;
   readonly admin: AdminRoutesOptions;
   /** Whether the processing stages run; `/readyz` answers 503 while they do not (absent: always). */
@@ -57,6 +58,7 @@ const HEALTH_SCHEMAS = documented({
 export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
   const loggerInstance: FastifyBaseLogger = options.logger;
+  const tracking = new TrackingApi(options.tracking, { logger: options.logger, trustProxy: options.trustProxy });
   const app = Fastify({
     loggerInstance,
     logController: new LogController({ disableRequestLogging: true }),
@@ -69,14 +71,24 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
     serverFactory: (handler) => {
       const guard = new ConnectionGuard(CONNECTION_LIMITS, (reason) => options.metrics.connectionsCut.inc({ reason }));
-      const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(handler));
+      // The Tracking API first, on node:http itself; Fastify gets every other request.
+      const route: RequestListener = (request, response) => {
+        if (!tracking.take(request, response)) handler(request, response);
+      };
+      const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(route));
       guard.attach(server);
       return server;
     },
   });
 
+  app.addHook('preClose', (done) => {
+    tracking.close();
+    done();
+  });
+
   const catalog = new RouteCatalog();
   catalog.attach(app);
+  for (const route of TRACKING_ROUTES) catalog.add(route.method, route.url, route.schema);
   let openApi: string | undefined;
   // Outside the admin scope: the document needs no token. Built on first use, once every route is registered.
   app.get('/admin/v1/openapi.json', { schema: OPENAPI_SCHEMA }, async (_request, reply) => {
@@ -104,8 +116,20 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   });
 
   consoleRoutes(app);
-  void app.register(trackingRoutes, options.tracking);
+  void app.register(notFoundRoutes);
   void app.register(browserRoutes, options.browser);
   void app.register(adminRoutes, { ...options.admin, prefix: '/admin/v1' });
   return app;
+}
+
+/**
+ * Any request no route takes (including `/v1` paths and methods the
+ * Tracking API does not serve): a 404 in the Tracking API's shape, with its
+ * CORS headers so that a browser can read it.
+ */
+async function notFoundRoutes(app: FastifyInstance): Promise<void> {
+  app.addHook('onRequest', allowAnyOrigin);
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ success: false, code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
+  });
 }

@@ -48,27 +48,31 @@ export function allowedHeadersFor(requested: string | undefined): string {
 }
 
 /**
- * onRequest hook: lets any origin call (websites on any domain send here),
+ * The headers that let any origin call (websites on any domain send here),
  * with credentials, as Segment's API does.
  */
+export function anyOriginHeaders(origin: string | undefined): Readonly<Record<string, string>> {
+  return origin === undefined ? ANY_ORIGIN : { 'access-control-allow-origin': origin, 'access-control-allow-credentials': 'true', vary: 'Origin' };
+}
+const ANY_ORIGIN: Readonly<Record<string, string>> = { 'access-control-allow-origin': '*' };
+
+/** The headers of a CORS preflight's answer for routes taking `methods` (answered 204). */
+export function preflightHeaders(requested: string | string[] | undefined, methods: string): Readonly<Record<string, string>> {
+  return {
+    'access-control-allow-methods': methods,
+    'access-control-allow-headers': allowedHeadersFor(typeof requested === 'string' ? requested : undefined),
+    'access-control-max-age': PREFLIGHT_MAX_AGE_S,
+    vary: 'Origin, Access-Control-Request-Headers',
+  };
+}
+
+/** onRequest hook of the Fastify routes that browsers call: {@link anyOriginHeaders}. */
 export function allowAnyOrigin(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-  const origin = request.headers.origin;
-  reply.header('access-control-allow-origin', origin ?? '*');
-  if (origin !== undefined) {
-    reply.header('access-control-allow-credentials', 'true');
-    reply.header('vary', 'Origin');
-  }
+  void reply.headers(anyOriginHeaders(request.headers.origin));
   done();
 }
 
 /** Answers a CORS preflight for routes taking `methods`. */
 export function answerPreflight(request: FastifyRequest, reply: FastifyReply, methods: string): void {
-  const requested = request.headers['access-control-request-headers'];
-  void reply
-    .header('access-control-allow-methods', methods)
-    .header('access-control-allow-headers', allowedHeadersFor(typeof requested === 'string' ? requested : undefined))
-    .header('access-control-max-age', PREFLIGHT_MAX_AGE_S)
-    .header('vary', 'Origin, Access-Control-Request-Headers')
-    .code(204)
-    .send();
+  void reply.headers(preflightHeaders(request.headers['access-control-request-headers'], methods)).code(204).send();
 }

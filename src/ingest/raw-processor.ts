@@ -39,7 +39,7 @@ export interface RawProcessorOptions {
   readonly tracing?: Tracing | undefined;
 }
 
-/** What ingest stores of a request's headers (see tracking-routes.ts). */
+/** What ingest stores of a request's headers (see tracking-api.ts). */
 type StoredHeaders = HeaderDefaults & { readonly traceparent?: string | undefined };
 
 /**

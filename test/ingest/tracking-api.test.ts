@@ -87,6 +87,49 @@ describe('Tracking API', () => {
     assert.equal(body.context.ip, '127.0.0.1');
   });
 
+  it("takes the client's address from the connection; X-Forwarded-For only when proxies are trusted", async () => {
+    const forwarded = { 'x-forwarded-for': ' , 203.0.113.7, 10.0.0.2', authorization: basicAuth(source.writeKey) };
+    // Browser libraries' calls get the request's address as context.ip.
+    const browser = { library: { name: 'analytics.js' } };
+    await raw('/v1/track', { headers: forwarded, body: JSON.stringify({ userId: 'u', event: 'E', messageId: 'ip-untrusted', context: browser }) });
+    const untrusted = (await stored()).find((m) => m.messageId === 'ip-untrusted')!;
+    assert.equal(JSON.parse(untrusted.body).context.ip, '127.0.0.1', 'a client cannot choose its address');
+
+    const behindProxy = await startTestSwitchyard({ 'trust-proxy': 'true' });
+    try {
+      const own = await behindProxy.createSource('proxied');
+      const answer = await fetch(`${behindProxy.url}/v1/track`, {
+        method: 'POST',
+        headers: { ...forwarded, authorization: basicAuth(own.writeKey) },
+        body: JSON.stringify({ userId: 'u', event: 'E', messageId: 'ip-trusted', context: browser }),
+      });
+      assert.equal(answer.status, 200);
+      await behindProxy.processed();
+      const [message] = await behindProxy.store.listRecentMessages(own.id, 1);
+      assert.equal(JSON.parse(message!.body).context.ip, '203.0.113.7', "the left-most forwarded address, the client's as the first proxy saw it");
+    } finally {
+      await behindProxy.close();
+    }
+  });
+
+  it('answers a path or method it does not serve 404 route_not_found, readable from any origin', async () => {
+    for (const [method, route] of [['POST', '/v1/unknown'], ['GET', '/v1/track'], ['POST', '/v1/track/'], ['PUT', '/v1/batch']] as const) {
+      const response = await fetch(sy.url + route, { method, headers: { origin: 'https://shop.example' }, ...(method === 'GET' ? {} : { body: '{}' }) });
+      assert.equal(response.status, 404, `${method} ${route}`);
+      assert.equal(((await response.json()) as { code: string }).code, 'route_not_found', `${method} ${route}`);
+      assert.equal(response.headers.get('access-control-allow-origin'), 'https://shop.example', `${method} ${route}`);
+    }
+  });
+
+  it("refuses a beacon whose query names the write key twice (which one was meant?)", async () => {
+    const response = await raw(`/beacon/v1/batch?writeKey=${source.writeKey}&writeKey=${source.writeKey}`, {
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ batch: [{ type: 'track', userId: 'u', event: 'E' }] }),
+    });
+    assert.equal(response.status, 401);
+    assert.equal(((await response.json()) as { code: string }).code, 'invalid_write_key');
+  });
+
   it('reads gzip bodies whatever the Content-Type (RudderStack sends form-urlencoded)', async () => {
     const response = await raw('/v1/batch', {
       headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': 'gzip' },
