@@ -127,6 +127,7 @@ export class TrackingApi {
       return true;
     }
     if (request.method === 'OPTIONS' && (path.startsWith('/v1/') || path.startsWith('/beacon/'))) {
+      this.options.metrics.ingestRequests.inc({ code: '204' });
       response.writeHead(204, { ...anyOriginHeaders(request.headers.origin), ...preflightHeaders(request.headers['access-control-request-headers'], 'POST, OPTIONS') });
       response.end();
       return true;
@@ -141,7 +142,9 @@ export class TrackingApi {
 
   private async serve(route: Route, request: IncomingMessage, response: ServerResponse, query: string): Promise<void> {
     const { tracing } = this.options;
-    const span = tracing.enabled ? startRequestSpan(tracing, request, route.path) : NO_SPAN;
+    // Client metrics store nothing: no span, and no admission bound to refuse them by.
+    const stores = route.kind !== 'client-metrics';
+    const span = stores && tracing.enabled ? startRequestSpan(tracing, request, route.path) : NO_SPAN;
     for (const [name, value] of Object.entries(anyOriginHeaders(request.headers.origin))) response.setHeader(name, value);
     try {
       if (this.closing) {
@@ -152,9 +155,9 @@ export class TrackingApi {
       // Before the body is read and parsed: under a flood, refusing must cost
       // less than accepting, or the refusals themselves starve the event loop.
       const { committer, unprocessed } = this.options;
-      if (committer.full || unprocessed.full) throw this.overloaded(response);
+      if (stores && (committer.full || unprocessed.full)) throw this.overloaded(response);
       const body = await readParsedBody(request, route.body);
-      if (route.kind !== 'client-metrics') {
+      if (stores) {
         if (body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
         await this.store(route, request, response, query, body, span);
       }
