@@ -127,27 +127,45 @@ async function postgresLease(url: string): Promise<Lease & { backend: string | n
   return (await query<Lease & { backend: string | null }>(url, 'SELECT lease_owner AS owner, lease_expires_at::float8 AS "expiresAt", lease_backend AS backend FROM engage_state WHERE id = 1'))[0]!;
 }
 
-await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () => {
-  let db: FreshDatabase;
-  let receiver: TestReceiver;
+/**
+ * What each PostgreSQL suite below works with: a fresh database (`url`), a
+ * receiver and the processes it starts, all ended after the suite. Read
+ * `url` and `receiver` inside tests: they exist once the suite has begun.
+ */
+function postgresSuite() {
   const children: ChildSwitchyard[] = [];
-
+  let database: FreshDatabase | undefined;
+  let receiver: TestReceiver | undefined;
   before(async () => {
-    db = await freshDatabase();
+    database = await freshDatabase();
     receiver = await startReceiver();
   });
   after(async () => {
     await Promise.all(children.map((child) => child.kill('SIGKILL')));
     await receiver?.close();
-    await db?.drop();
+    await database?.drop();
   });
+  const suite = {
+    children,
+    get url(): string {
+      return database!.url;
+    },
+    get receiver(): TestReceiver {
+      return receiver!;
+    },
+    sql: <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => query<R>(suite.url, text, values),
+    lease: (): Promise<Lease & { backend: string | null }> => postgresLease(suite.url),
+  };
+  return suite;
+}
 
-  const sql = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => query<R>(db.url, text, values);
-  const lease = (): Promise<Lease & { backend: string | null }> => postgresLease(db.url);
+await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () => {
+  const suite = postgresSuite();
+  const { children, sql, lease } = suite;
 
   it('resumes at once: a lease whose holder\'s session is gone is free', { timeout: 120_000 }, async () => {
-    const env = { DATABASE_URL: db.url, SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: '1' };
-    const { node: first, writeKey } = await firstNode(env, receiver, children);
+    const env = { DATABASE_URL: suite.url, SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true', SWITCHYARD_WORKERS: '1' };
+    const { node: first, writeKey } = await firstNode(env, suite.receiver, children);
     // The lease names the holder's session once its LISTEN connection is up (at the latest at the first renewal).
     const held = await eventually(async () => {
       const now = await lease();
@@ -162,7 +180,7 @@ await describePostgres('Engage after kill -9 on a single node (PostgreSQL)', () 
     const second = await startChildSwitchyard(env);
     children.push(second);
     await call(second, 'POST', '/v1/track', { userId: 'after-kill', event: 'Order Completed' }, basicAuth(writeKey));
-    await eventually(() => (syncedTo(receiver, 'after-kill') ? true : undefined), 60_000, 'the sync after the restart');
+    await eventually(() => (syncedTo(suite.receiver, 'after-kill') ? true : undefined), 60_000, 'the sync after the restart');
     const taken = await lease();
     assert.ok(taken.owner !== null && taken.owner !== held.owner, `the restarted process holds the lease: ${JSON.stringify(taken)}`);
   });
@@ -179,22 +197,8 @@ await describePostgres('Engage with two nodes on one database (PostgreSQL)', () 
   const A = 'switchyard-node-a';
   const B = 'switchyard-node-b';
   const HOUR = 3_600_000;
-  let db: FreshDatabase;
-  let receiver: TestReceiver;
-  const children: ChildSwitchyard[] = [];
-
-  before(async () => {
-    db = await freshDatabase();
-    receiver = await startReceiver();
-  });
-  after(async () => {
-    await Promise.all(children.map((child) => child.kill('SIGKILL')));
-    await receiver?.close();
-    await db?.drop();
-  });
-
-  const sql = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []): Promise<R[]> => query<R>(db.url, text, values);
-  const lease = (): Promise<Lease & { backend: string | null }> => postgresLease(db.url);
+  const suite = postgresSuite();
+  const { children, sql, lease } = suite;
   /** The UPDATEs of engage_state node `app` made so far: those that changed the row, and those that changed nothing (a refused claim). */
   const updatesBy = async (app: string): Promise<{ changed: number; refused: number }> =>
     (await sql<{ changed: number; refused: number }>(
@@ -204,11 +208,11 @@ await describePostgres('Engage with two nodes on one database (PostgreSQL)', () 
 
   it('a node beside a live holder does not take the lease; once the holder is killed it does, before that lease ends', { timeout: 120_000 }, async () => {
     const env = (app: string): Record<string, string> => ({
-      DATABASE_URL: named(db.url, app),
+      DATABASE_URL: named(suite.url, app),
       SWITCHYARD_ALLOW_PRIVATE_RECEIVERS: 'true',
       SWITCHYARD_WORKERS: '1',
     });
-    const { node: a, writeKey } = await firstNode(env(A), receiver, children);
+    const { node: a, writeKey } = await firstNode(env(A), suite.receiver, children);
     const held = await eventually(async () => {
       const now = await lease();
       return now.owner !== null && now.backend !== null ? now : undefined;
@@ -264,6 +268,6 @@ await describePostgres('Engage with two nodes on one database (PostgreSQL)', () 
     assert.ok((await updatesBy(B)).changed >= 1, 'node B took the lease itself');
 
     await call(b, 'POST', '/v1/track', { userId: 'after-kill-a', event: 'Order Completed' }, basicAuth(writeKey));
-    await eventually(() => (syncedTo(receiver, 'after-kill-a') ? true : undefined), 60_000, 'the sync by node B after the kill');
+    await eventually(() => (syncedTo(suite.receiver, 'after-kill-a') ? true : undefined), 60_000, 'the sync by node B after the kill');
   });
 });

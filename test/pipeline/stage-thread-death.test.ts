@@ -133,18 +133,25 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     });
 
-    it('at every start takes the process down, never ready meanwhile', { timeout: 60_000 }, async () => {
+    /** A server whose stage thread is ended `when` (the first time only, or at every start), and whose second start waits at the gate. */
+    const startKilled = async (when: 'at-start' | 'after-ready', times: 'once' | 'every time') => {
       const control = tempDir();
-      // The first start ends at once; the second waits at the gate (the process is listening, no thread runs), then ends too.
       const hold = holdStageThread(control, 2);
       const server = await startChildSwitchyard({
         ...store(),
         SWITCHYARD_DATA_DIR: tempDir(),
         SWITCHYARD_WORKERS: '1',
         ...hold.env,
-        KILL_STAGE_THREAD_WHEN: 'at-start',
+        KILL_STAGE_THREAD_WHEN: when,
+        ...(times === 'once' && { KILL_STAGE_THREAD_TIMES: '1' }),
         KILL_STAGE_THREAD_COUNTER: path.join(control, 'killed'),
       });
+      return { hold, server };
+    };
+
+    it('at every start takes the process down, never ready meanwhile', { timeout: 60_000 }, async () => {
+      // The first start ends at once; the second waits at the gate (the process is listening, no thread runs), then ends too.
+      const { hold, server } = await startKilled('at-start', 'every time');
       const answers = new Set<number>();
       const ask = async (): Promise<Readiness | undefined> => {
         const answer = await readyz(server.url);
@@ -180,24 +187,8 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
       assert.match(server.output(), /stage thread/);
     });
 
-    /** A server whose first stage thread is ended `when`, and whose second start waits at the gate. */
-    const startKilledOnce = async (when: 'at-start' | 'after-ready') => {
-      const control = tempDir();
-      const hold = holdStageThread(control, 2);
-      const server = await startChildSwitchyard({
-        ...store(),
-        SWITCHYARD_DATA_DIR: tempDir(),
-        SWITCHYARD_WORKERS: '1',
-        ...hold.env,
-        KILL_STAGE_THREAD_WHEN: when,
-        KILL_STAGE_THREAD_TIMES: '1',
-        KILL_STAGE_THREAD_COUNTER: path.join(control, 'killed'),
-      });
-      return { hold, server };
-    };
-
     it('at its first start is started again, and the server then processes', { timeout: 60_000 }, async () => {
-      const { hold, server } = await startKilledOnce('at-start');
+      const { hold, server } = await startKilled('at-start', 'once');
       try {
         await eventually(() => (hold.held() ? true : undefined), 20_000, 'the stage thread to be started a second time');
         assert.deepEqual(await readyz(server.url), NOT_RUNNING, 'while the second start waits');
@@ -213,7 +204,7 @@ function stageDeathSuite(name: string, store: () => Record<string, string>): voi
 
     it('once running makes /readyz answer 503 until it is started again', { timeout: 60_000 }, async () => {
       // The first thread says ready and is ended; the one started in its place waits at the gate.
-      const { hold, server } = await startKilledOnce('after-ready');
+      const { hold, server } = await startKilled('after-ready', 'once');
       try {
         await eventually(() => (hold.held() ? true : undefined), 20_000, 'the stage thread to die and be started again');
         // Logged only for a thread that had said ready (one that never did is "did not start").
