@@ -3,7 +3,8 @@
  *
  * - delivery.throughput: a backlog of 100,000 signed deliveries drained to
  *   a local receiver, against bare undici POSTs of the same bodies with the
- *   same headers to the same receiver at the same concurrency.
+ *   same headers to the same receiver at the same concurrency; with the
+ *   store floor (lib/delivery-floor.ts) beside them, as information.
  * - delivery.latency: ingest to receiver at 1,000 messages/s.
  *
  * Processes: Switchyard (or, in its place, the baseline poster) on the
@@ -22,6 +23,7 @@ import { cpuSeconds, machineCpu, type MachineCpu } from './lib/proc-stats.js';
 import { lastLines } from './lib/target.js';
 
 const POSTER = fileURLToPath(new URL('./lib/delivery-poster.js', import.meta.url));
+const FLOOR = fileURLToPath(new URL('./lib/delivery-floor.js', import.meta.url));
 const SENDER = fileURLToPath(new URL('./lib/delivery-sender.js', import.meta.url));
 
 const THROUGHPUT_JOBS = 100_000;
@@ -77,7 +79,7 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
       await maybeWaitQuiet(context, name);
       await rig.receiver.reset({ phase: `baseline-${round}`, marks, latency: false });
       log(`${name}: baseline round ${round} (bare undici, ${concurrency} in flight)`);
-      baselines.push(await runPoster(context, rig, concurrency, plan));
+      baselines.push(await runPoster(context, rig, concurrency, plan, POSTER_SIDE));
     };
 
     await runBaseline(1);
@@ -100,6 +102,18 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
     log(`${name}: switchyard ${switchyard.deliveriesPerSec} deliveries/s`);
 
     await runBaseline(2);
+
+    // Information, not judged: how much of the gap is the store's part of a
+    // delivery (the floor against the baseline) and how much the worker's
+    // machinery (Switchyard against the floor). The floor's store is the
+    // embedded one: with --store postgres it would not say which is which.
+    let storeFloor: SideFigures | undefined;
+    if (options.store !== 'postgres') {
+      await maybeWaitQuiet(context, name);
+      await rig.receiver.reset({ phase: 'store-floor', marks, latency: false });
+      log(`${name}: store floor (claims, outcomes, signing and undici POSTs only)`);
+      storeFloor = await runPoster(context, rig, concurrency, plan, FLOOR_SIDE);
+    }
 
     const baselineRate = baselines.reduce((sum, side) => sum + side.deliveriesPerSec, 0) / baselines.length;
     const ratio = baselineRate > 0 ? round(switchyard.deliveriesPerSec / baselineRate, 3) : 0;
@@ -135,6 +149,11 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
       engageCatchUp: engage,
       switchyard,
       baseline: { deliveriesPerSec: Math.round(baselineRate), rounds: baselines },
+      storeFloor: storeFloor && {
+        ...storeFloor,
+        ratio: baselineRate > 0 ? round(storeFloor.deliveriesPerSec / baselineRate, 3) : 0,
+        switchyardToFloor: storeFloor.deliveriesPerSec > 0 ? round(switchyard.deliveriesPerSec / storeFloor.deliveriesPerSec, 3) : 0,
+      },
       roundRatios: baselines.map((side) => (side.deliveriesPerSec > 0 ? round(switchyard.deliveriesPerSec / side.deliveriesPerSec, 3) : 0)),
       // Deliveries per CPU-second of the sending process, Switchyard ÷ poster: robust to other processes taking the server CPU.
       cpuNormalizedRatio: cpuNormalized(switchyard, baselines),
@@ -152,8 +171,21 @@ function cpuNormalized(switchyard: SideFigures, baselines: readonly SideFigures[
   return baseline > 0 ? round(switchyard.deliveriesPerSenderCpuSec / baseline, 3) : undefined;
 }
 
-/** One baseline round: the poster POSTs the whole backlog's bodies, measured at the receiver as Switchyard is. */
-async function runPoster(context: BenchContext, rig: Rig, concurrency: number, plan: Parameters<typeof measureDrain>[2]): Promise<SideFigures> {
+/** A process that drains the backlog in Switchyard's place, speaking the poster's protocol. */
+interface PosterSide {
+  readonly script: string;
+  readonly label: string;
+}
+
+const POSTER_SIDE: PosterSide = { script: POSTER, label: 'the baseline poster' };
+const FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the store floor' };
+
+/**
+ * One round of a side in Switchyard's place: the baseline poster POSTs the
+ * whole backlog's bodies; the store floor drains its own copy of the backlog.
+ * Measured at the receiver as Switchyard is.
+ */
+async function runPoster(context: BenchContext, rig: Rig, concurrency: number, plan: Parameters<typeof measureDrain>[2], side: PosterSide): Promise<SideFigures> {
   const args: PosterArgs = {
     url: rig.receiver.hookUrl,
     count: plan.total,
@@ -167,7 +199,7 @@ async function runPoster(context: BenchContext, rig: Rig, concurrency: number, p
   const ready = new Promise<void>((resolve) => (onReady = resolve));
   let done: Extract<PosterLine, { event: 'done' }> | undefined;
   let error: string | undefined;
-  const child = spawnManaged('baseline poster', process.execPath, [POSTER, JSON.stringify(args)], {
+  const child = spawnManaged(side.label, process.execPath, [side.script, JSON.stringify(args)], {
     cpus: context.cpus.server,
     onStdoutLine: (line) => {
       let message: PosterLine;
@@ -187,7 +219,7 @@ async function runPoster(context: BenchContext, rig: Rig, concurrency: number, p
     failure: () => {
       const status = child.exitStatus();
       if (status === undefined || (status.code === 0 && error === undefined)) return undefined;
-      return `the baseline poster failed (code ${status.code ?? status.signal}): ${error ?? lastLines(child.outputTail())}`;
+      return `${side.label} failed (code ${status.code ?? status.signal}): ${error ?? lastLines(child.outputTail())}`;
     },
   };
   try {
@@ -198,7 +230,7 @@ async function runPoster(context: BenchContext, rig: Rig, concurrency: number, p
     await Promise.race([child.exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
     const stats = await rig.receiver.stats();
     if (done !== undefined && (done.errors > 0 || done.non2xx > 0)) {
-      throw new Error(`the baseline poster had ${done.errors} errors and ${done.non2xx} non-2xx answers: ${done.firstError ?? ''}`);
+      throw new Error(`${side.label} had ${done.errors} errors and ${done.non2xx} non-2xx answers: ${done.firstError ?? ''}`);
     }
     return { ...drain, deliveredTotal: stats.count, signedPosts: stats.signed };
   } finally {
