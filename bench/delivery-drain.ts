@@ -1,0 +1,145 @@
+/**
+ * The delivery worker's own cost, without `serve` around it: the real
+ * `DeliveryWorker` on a real embedded store drains a prefilled backlog of
+ * signed Webhooks deliveries to a bare receiver in another process, and
+ * prints CPU per delivery with the garbage collector's share, by kind. A
+ * tool for changes to src/delivery (as function-calls.ts is for the
+ * sandbox), not a bench with a target; `delivery.throughput` is the figure
+ * users see. Its drain matched that bench's Switchyard side within a few µs
+ * of CPU per delivery on 2026-11-28.
+ *
+ *   taskset -c 0 node dist/bench/delivery-drain.js [--jobs N] [--receiver-cpu C]
+ *
+ * Pin it to one CPU as `npm run bench` pins the server; the receiver is
+ * pinned to `--receiver-cpu` (default 1) when `taskset` is there. Run it a
+ * few times and alternate the builds compared: from run to run the drain
+ * lands in a low or a high garbage regime (docs/performance.md), so one
+ * run says little. Add `--trace-gc-nvp` before the script to see what each
+ * young collection promotes.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { type PerformanceEntry, PerformanceObserver, constants } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { DeliveryWorker } from '../src/delivery/delivery-worker.js';
+import { DEDUPLICATION_WINDOW_MS } from '../src/domain/message.js';
+import { webhookDestination } from '../src/domain/webhook-settings.js';
+import { Metrics } from '../src/metrics.js';
+import type { SourceRecord } from '../src/store/records.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { entryMaker } from './lib/delivery-bodies.js';
+
+const { values } = parseArgs({ options: { jobs: { type: 'string', default: '100000' }, 'receiver-cpu': { type: 'string', default: '1' } } });
+const JOBS = Math.max(10_000, Number(values.jobs) || 100_000);
+const PREFILL_CHUNK = 5_000;
+/** How often the drain is checked for its end. */
+const POLL_MS = 100;
+/** The whole drain, bounded: a stuck one ends the run. */
+const DRAIN_TIMEOUT_MS = 300_000;
+
+/** Answers 200 "ok" as soon as the body is in; prints its port. */
+const RECEIVER = `
+const http = require('node:http');
+const server = http.createServer((request, response) => {
+  request.resume();
+  request.on('end', () => { response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }); response.end('ok'); });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));`;
+
+async function startReceiver(cpu: string): Promise<{ port: number; stop: () => void }> {
+  const args = ['-e', RECEIVER];
+  const child = await new Promise<ReturnType<typeof spawn>>((resolve) => {
+    const pinned = spawn('taskset', ['-c', cpu, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    pinned.once('spawn', () => resolve(pinned));
+    pinned.once('error', () => resolve(spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })));
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.once('data', (data: Buffer) => resolve(Number(String(data).trim())));
+    child.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
+  });
+  return { port, stop: () => child.kill() };
+}
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'switchyard-delivery-drain-'));
+  const store = SqliteStore.open({ dataDir, durability: 'process' });
+  const receiver = await startReceiver(values['receiver-cpu']);
+  try {
+    await store.migrate();
+    const source: SourceRecord = { id: 'src_drain', name: 'drain', writeKey: 'drain-write-key', enabled: true, createdAt: 0, updatedAt: 0 };
+    await store.insertSource(source);
+    const receivedAt = Date.now();
+    const makeEntries = entryMaker(source, { idPrefix: 'drain', receivedAt });
+    for (let done = 0; done < JOBS; done += PREFILL_CHUNK) {
+      await store.appendMessages(makeEntries(done, Math.min(PREFILL_CHUNK, JOBS - done)), receivedAt - DEDUPLICATION_WINDOW_MS);
+    }
+
+    const destination = webhookDestination({ enabled: true, settings: { webhooks: [{ url: `http://127.0.0.1:${receiver.port}/hook` }], sharedSecret: 'drain-secret' } });
+    const worker = new DeliveryWorker({
+      store,
+      destination: () => destination,
+      settings: { deliveryTimeoutMs: 10_000, retryWindowMs: 3_600_000, retryBaseMs: 1_000, retryMaxDelayMs: 60_000, userAgent: 'Switchyard/drain', allowPrivateReceivers: true },
+      logger: pino({ level: 'warn' }),
+      metrics: new Metrics(),
+    });
+
+    const gc = new Map<string, { count: number; ms: number }>();
+    const kinds: Record<number, string> = {
+      [constants.NODE_PERFORMANCE_GC_MINOR]: 'young',
+      [constants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
+      [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+      [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+    };
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        const kind = kinds[(entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+        const seen = gc.get(kind) ?? { count: 0, ms: 0 };
+        gc.set(kind, { count: seen.count + 1, ms: seen.ms + entry.duration });
+      }
+    });
+    observer.observe({ entryTypes: ['gc'] });
+
+    const cpuBefore = process.cpuUsage();
+    const started = performance.now();
+    await worker.start();
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      if ((await store.nextDeliveryDueAt()) === undefined) break;
+      if (performance.now() - started > DRAIN_TIMEOUT_MS) throw new Error(`the drain did not end within ${DRAIN_TIMEOUT_MS / 1000} s`);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
+    observer.disconnect();
+    await worker.stop();
+
+    const perDelivery = (ms: number): number => Math.round((ms * 1000 * 10) / JOBS) / 10;
+    let gcMs = 0;
+    for (const { ms } of gc.values()) gcMs += ms;
+    process.stdout.write(
+      `${JSON.stringify(
+        {
+          jobs: JOBS,
+          deliveriesPerSec: Math.round(JOBS / seconds),
+          cpuMicrosPerDelivery: Math.round((cpu.user + cpu.system) / JOBS),
+          gcMicrosPerDelivery: perDelivery(gcMs),
+          gc: Object.fromEntries([...gc].map(([kind, { count, ms }]) => [kind, { count, msEach: Math.round((ms / count) * 10) / 10 }])),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  } finally {
+    receiver.stop();
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
