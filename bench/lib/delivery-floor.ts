@@ -35,7 +35,7 @@ import type { SourceRecord } from '../../src/store/records.js';
 import type { DeliveryOutcome } from '../../src/store/store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { entryMaker } from './delivery-bodies.js';
-import type { PosterArgs, PosterLine } from './delivery-protocol.js';
+import { type PosterArgs, type PosterLine, PostTally } from './delivery-protocol.js';
 
 /** As the worker: a batch of outcomes is written at this size or this long after its first one. */
 const OUTCOME_BATCH = 256;
@@ -86,12 +86,7 @@ async function main(): Promise<void> {
 
     const target = new URL(args.url);
     const agent = new Agent({ connections: args.concurrency });
-    let ok = 0;
-    let non2xx = 0;
-    let errors = 0;
-    let firstError: string | undefined;
-    const cpuBefore = process.cpuUsage();
-    const started = performance.now();
+    const tally = new PostTally();
 
     let outcomes: DeliveryOutcome[] = [];
     let outcomeTimer: NodeJS.Timeout | undefined;
@@ -114,11 +109,7 @@ async function main(): Promise<void> {
       const headers = { 'user-agent': args.userAgent, 'content-type': 'application/json', 'x-signature': signBody(body, args.sharedSecret) };
       const answer = await post(agent, target.origin, target.pathname, headers, body);
       const at = Date.now();
-      if (answer instanceof Error) {
-        errors += 1;
-        firstError ??= answer.message;
-      } else if (answer >= 200 && answer < 300) ok += 1;
-      else non2xx += 1;
+      tally.record(answer);
       const statusCode = answer instanceof Error ? undefined : answer;
       outcomes.push({ kind: 'succeeded', id, owner: OWNER, at, firstAttemptAt: at, attempts: [{ at, url: args.url, statusCode, durationMs: 0 }] });
       if (outcomes.length >= OUTCOME_BATCH) writeOutcomes();
@@ -148,10 +139,9 @@ async function main(): Promise<void> {
     writeOutcomes();
     await writing;
 
-    const elapsedSec = (performance.now() - started) / 1000;
-    const cpu = process.cpuUsage(cpuBefore);
+    const done = tally.done();
     await agent.close();
-    send({ event: 'done', ok, non2xx, errors, firstError, elapsedSec, cpuSec: (cpu.user + cpu.system) / 1e6 });
+    send(done);
   } finally {
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -11,7 +11,7 @@
 import { Agent } from 'undici';
 import { signBody } from '../../src/delivery/signer.js';
 import { webhookBodyMaker } from './delivery-bodies.js';
-import type { PosterArgs, PosterLine } from './delivery-protocol.js';
+import { type PosterArgs, type PosterLine, PostTally } from './delivery-protocol.js';
 
 function send(line: PosterLine): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
@@ -37,12 +37,7 @@ async function main(): Promise<void> {
   // As WebhookSender: one keep-alive pool per origin with `concurrency` connections.
   const agent = new Agent({ connections: args.concurrency });
   let next = 0;
-  let ok = 0;
-  let non2xx = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  const cpuBefore = process.cpuUsage();
-  const started = performance.now();
+  const tally = new PostTally();
 
   const lane = async (): Promise<void> => {
     for (let i = next++; i < args.count; i = next++) {
@@ -55,20 +50,17 @@ async function main(): Promise<void> {
           body: bodies[i]!,
         });
         await response.body.dump();
-        if (response.statusCode >= 200 && response.statusCode < 300) ok += 1;
-        else non2xx += 1;
+        tally.record(response.statusCode);
       } catch (error) {
-        errors += 1;
-        firstError ??= error instanceof Error ? error.message : String(error);
+        tally.record(error);
       }
     }
   };
   await Promise.all(Array.from({ length: args.concurrency }, lane));
 
-  const elapsedSec = (performance.now() - started) / 1000;
-  const cpu = process.cpuUsage(cpuBefore);
+  const done = tally.done();
   await agent.close();
-  send({ event: 'done', ok, non2xx, errors, firstError, elapsedSec, cpuSec: (cpu.user + cpu.system) / 1e6 });
+  send(done);
 }
 
 main().catch((error: unknown) => {

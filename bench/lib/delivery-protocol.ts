@@ -85,6 +85,38 @@ export type PosterLine =
     }
   | { readonly event: 'error'; readonly message: string };
 
+/**
+ * What a process in Switchyard's place (the poster, the store floor) counts
+ * of its POSTs and reports when done: answers by class, errors, and its CPU
+ * and time from the moment it is created.
+ */
+export class PostTally {
+  private ok = 0;
+  private non2xx = 0;
+  private errors = 0;
+  private firstError: string | undefined;
+  private readonly cpuBefore = process.cpuUsage();
+  private readonly started = performance.now();
+
+  /** A status code, or the error that ended the POST. */
+  record(answer: unknown): void {
+    if (typeof answer === 'number') {
+      if (answer >= 200 && answer < 300) this.ok += 1;
+      else this.non2xx += 1;
+      return;
+    }
+    this.errors += 1;
+    this.firstError ??= answer instanceof Error ? answer.message : String(answer);
+  }
+
+  /** The `done` line, timed up to now. */
+  done(): Extract<PosterLine, { event: 'done' }> {
+    const cpu = process.cpuUsage(this.cpuBefore);
+    const { ok, non2xx, errors, firstError } = this;
+    return { event: 'done', ok, non2xx, errors, firstError, elapsedSec: (performance.now() - this.started) / 1000, cpuSec: (cpu.user + cpu.system) / 1e6 };
+  }
+}
+
 /** Arguments of lib/delivery-sender.ts, the paced Tracking API client. */
 export interface SenderArgs {
   readonly url: string;
