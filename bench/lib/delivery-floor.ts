@@ -2,9 +2,10 @@
  * The store floor of delivery.throughput, run as its own process in
  * Switchyard's place: the least Switchyard's design must do per delivery,
  * and nothing else. It prefills its own embedded store (a temp folder,
- * before it reports `ready`) with the very messages and delivery jobs the
- * rig gives Switchyard, then drains them as the delivery worker does at its
- * core:
+ * before it reports `ready`) with the messages and delivery jobs the rig
+ * gives Switchyard (the same ids and bodies, under a stand-in source as the
+ * poster's bodies are), then drains them as the delivery worker does at
+ * its core:
  *
  * - jobs claimed with a lease through the store adapter (`claimDeliveries`,
  *   up to the worker's in-flight limit, again once half of it is free);
