@@ -1,23 +1,23 @@
 /**
  * The delivery worker's own cost, without `serve` around it: the real
  * `DeliveryWorker` on a real embedded store drains a prefilled backlog of
- * signed Webhooks deliveries to a bare receiver in another process, and
- * prints CPU per delivery with the garbage collector's share, by kind. A
- * tool for changes to src/delivery (as function-calls.ts is for the
- * sandbox), not a bench with a target; `delivery.throughput` is the figure
- * users see. Its drain matched that bench's Switchyard side within a few µs
- * of CPU per delivery on 2026-11-28.
+ * signed Webhooks deliveries to the benches' receiver
+ * (lib/delivery-receiver.ts) in another process, and prints CPU per
+ * delivery with the garbage collector's share, by kind. A tool for changes
+ * to src/delivery (as function-calls.ts is for the sandbox), not a bench
+ * with a target; `delivery.throughput` is the figure users see. Its drain
+ * matched that bench's Switchyard side within a few µs of CPU per delivery
+ * on 2026-11-28.
  *
  *   taskset -c 0 node dist/bench/delivery-drain.js [--jobs N] [--receiver-cpu C]
  *
  * Pin it to one CPU as `npm run bench` pins the server; the receiver is
- * pinned to `--receiver-cpu` (default 1) when `taskset` is there. Run it a
- * few times and alternate the builds compared: from run to run the drain
- * lands in a low or a high garbage regime (docs/performance.md), so one
- * run says little. Add `--trace-gc-nvp` before the script to see what each
- * young collection promotes.
+ * pinned to `--receiver-cpu` (default 1). Run it a few times and alternate
+ * the builds compared: from run to run the drain lands in a low or a high
+ * garbage regime (docs/performance.md), so one run says little. Add
+ * `--trace-gc-nvp` before the script to see what each young collection
+ * promotes.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -25,60 +25,33 @@ import { type PerformanceEntry, PerformanceObserver, constants } from 'node:perf
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { DeliveryWorker } from '../src/delivery/delivery-worker.js';
-import { DEDUPLICATION_WINDOW_MS } from '../src/domain/message.js';
 import { webhookDestination } from '../src/domain/webhook-settings.js';
 import { Metrics } from '../src/metrics.js';
 import type { SourceRecord } from '../src/store/records.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { entryMaker } from './lib/delivery-bodies.js';
+import { appendBacklog, entryMaker } from './lib/delivery-bodies.js';
+import { Receiver } from './lib/delivery-receiver-client.js';
 
 const { values } = parseArgs({ options: { jobs: { type: 'string', default: '100000' }, 'receiver-cpu': { type: 'string', default: '1' } } });
 const JOBS = Math.max(10_000, Number(values.jobs) || 100_000);
-const PREFILL_CHUNK = 5_000;
 /** How often the drain is checked for its end. */
 const POLL_MS = 100;
 /** The whole drain, bounded: a stuck one ends the run. */
 const DRAIN_TIMEOUT_MS = 300_000;
 
-/** Answers 200 "ok" as soon as the body is in; prints its port. */
-const RECEIVER = `
-const http = require('node:http');
-const server = http.createServer((request, response) => {
-  request.resume();
-  request.on('end', () => { response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }); response.end('ok'); });
-});
-server.keepAliveTimeout = 60000;
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));`;
-
-async function startReceiver(cpu: string): Promise<{ port: number; stop: () => void }> {
-  const args = ['-e', RECEIVER];
-  const child = await new Promise<ReturnType<typeof spawn>>((resolve) => {
-    const pinned = spawn('taskset', ['-c', cpu, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    pinned.once('spawn', () => resolve(pinned));
-    pinned.once('error', () => resolve(spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })));
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout!.once('data', (data: Buffer) => resolve(Number(String(data).trim())));
-    child.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
-  });
-  return { port, stop: () => child.kill() };
-}
-
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'switchyard-delivery-drain-'));
   const store = SqliteStore.open({ dataDir, durability: 'process' });
-  const receiver = await startReceiver(values['receiver-cpu']);
+  const receiver = await Receiver.start(values['receiver-cpu']);
   try {
     await store.migrate();
     const source: SourceRecord = { id: 'src_drain', name: 'drain', writeKey: 'drain-write-key', enabled: true, createdAt: 0, updatedAt: 0 };
     await store.insertSource(source);
     const receivedAt = Date.now();
     const makeEntries = entryMaker(source, { idPrefix: 'drain', receivedAt });
-    for (let done = 0; done < JOBS; done += PREFILL_CHUNK) {
-      await store.appendMessages(makeEntries(done, Math.min(PREFILL_CHUNK, JOBS - done)), receivedAt - DEDUPLICATION_WINDOW_MS);
-    }
+    await appendBacklog(store, makeEntries, JOBS, receivedAt);
 
-    const destination = webhookDestination({ enabled: true, settings: { webhooks: [{ url: `http://127.0.0.1:${receiver.port}/hook` }], sharedSecret: 'drain-secret' } });
+    const destination = webhookDestination({ enabled: true, settings: { webhooks: [{ url: receiver.hookUrl }], sharedSecret: 'drain-secret' } });
     const worker = new DeliveryWorker({
       store,
       destination: () => destination,
@@ -133,7 +106,7 @@ async function main(): Promise<void> {
       )}\n`,
     );
   } finally {
-    receiver.stop();
+    await receiver.stop();
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -13,7 +13,8 @@ import { entriesForCall } from '../../src/ingest/build-entries.js';
 import { webhookBody } from '../../src/domain/webhook-payload.js';
 import type { JsonObject } from '../../src/domain/message.js';
 import type { DeliveryTarget } from '../../src/domain/routing.js';
-import type { IngestEntry, SourceRecord } from '../../src/store/store.js';
+import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
+import type { IngestEntry, IngestStore, SourceRecord } from '../../src/store/store.js';
 import { bodyFactory } from './payloads.js';
 
 const ID_MARK = '__SWBENCHID__';
@@ -102,4 +103,29 @@ export function webhookBodyMaker(spec: MessageSpec): (index: number) => string {
   if (payload === undefined) throw new Error('the bench message template maps to no webhook body');
   const body = stitcher(payload);
   return (index) => body(index, spec.idPrefix);
+}
+
+/** Messages per `appendMessages` call when a bench prefills a backlog. */
+export const PREFILL_CHUNK = 5_000;
+
+/**
+ * Appends entries `0 … count - 1` of `makeEntries` (each chunk made on
+ * demand, so a backlog of any size takes one chunk's memory), as messages
+ * received at `receivedAt`; throws if any is not stored as accepted.
+ */
+export async function appendBacklog(
+  store: Pick<IngestStore, 'appendMessages'>,
+  makeEntries: (from: number, count: number) => IngestEntry[],
+  count: number,
+  receivedAt: number,
+  onProgress?: (done: number) => void,
+): Promise<void> {
+  for (let done = 0; done < count; ) {
+    const size = Math.min(PREFILL_CHUNK, count - done);
+    const results = await store.appendMessages(makeEntries(done, size), receivedAt - DEDUPLICATION_WINDOW_MS);
+    const refused = results.filter((result) => result.status !== 'accepted').length;
+    if (refused > 0) throw new Error(`prefill: ${refused} of ${size} messages were not stored as accepted`);
+    done += size;
+    onProgress?.(done);
+  }
 }

@@ -27,7 +27,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Agent, type Dispatcher } from 'undici';
-import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
 import { webhookBody } from '../../src/domain/webhook-payload.js';
 import { signBody } from '../../src/delivery/signer.js';
 import { defaultWorkerLimits } from '../../src/delivery/delivery-worker.js';
@@ -35,13 +34,12 @@ import { loadConfig } from '../../src/config.js';
 import type { SourceRecord } from '../../src/store/records.js';
 import type { DeliveryOutcome } from '../../src/store/store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { entryMaker } from './delivery-bodies.js';
+import { appendBacklog, entryMaker } from './delivery-bodies.js';
 import { type PosterArgs, type PosterLine, PostTally } from './delivery-protocol.js';
 
 /** As the worker: a batch of outcomes is written at this size or this long after its first one. */
 const OUTCOME_BATCH = 256;
 const OUTCOME_DELAY_MS = 10;
-const PREFILL_CHUNK = 5_000;
 const OWNER = 'delivery-floor';
 
 function send(line: PosterLine): void {
@@ -80,9 +78,7 @@ async function main(): Promise<void> {
     const source: SourceRecord = { id: 'src_floor', name: 'floor', writeKey: 'floor-write-key', enabled: true, createdAt: 0, updatedAt: 0 };
     await store.insertSource(source);
     const makeEntries = entryMaker(source, { idPrefix: args.idPrefix, receivedAt: args.receivedAt });
-    for (let done = 0; done < args.count; done += PREFILL_CHUNK) {
-      await store.appendMessages(makeEntries(done, Math.min(PREFILL_CHUNK, args.count - done)), args.receivedAt - DEDUPLICATION_WINDOW_MS);
-    }
+    await appendBacklog(store, makeEntries, args.count, args.receivedAt);
     send({ event: 'ready', prepareSec: Math.round(performance.now() - prepareStarted) / 1000 });
 
     const target = new URL(args.url);

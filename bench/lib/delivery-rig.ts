@@ -10,16 +10,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { DEDUPLICATION_WINDOW_MS } from '../../src/domain/message.js';
 import { EngageRunner } from '../../src/engage/engage-runner.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { DeliveryTarget } from '../../src/domain/routing.js';
-import type { SourceRecord, Store } from '../../src/store/store.js';
+import type { IngestEntry, SourceRecord, Store } from '../../src/store/store.js';
 import { newMessageId } from '../../src/util/ids.js';
 import type { BenchContext } from './bench-types.js';
 import { makeTempDir, registerCleanup, removeTempDir, spawnManaged } from './children.js';
-import { entryMaker } from './delivery-bodies.js';
+import { PREFILL_CHUNK, appendBacklog, entryMaker } from './delivery-bodies.js';
 import { preciseNow } from './delivery-protocol.js';
 import { Receiver, type ReceiverPoint } from './delivery-receiver-client.js';
 import { freePort } from './free-port.js';
@@ -30,7 +29,6 @@ import { waitForQuiet } from './wait-for-quiet.js';
 
 const SWITCHYARD_BIN = fileURLToPath(new URL('../../../bin/switchyard.js', import.meta.url));
 export const SHARED_SECRET = 'bench-shared-secret';
-export const PREFILL_CHUNK = 5_000;
 const ENGAGE_CATCH_UP_TIMEOUT_MS = 300_000;
 
 export interface Rig {
@@ -177,20 +175,13 @@ export async function createRig(context: BenchContext, label: string, keepRunnin
           const stored = await store.getSource(source.id);
           if (stored === undefined) throw new Error(`source ${source.id} is not in the store`);
           const makeEntries = entryMaker(stored, { idPrefix, receivedAt }, [destination]);
-          for (let done = 0; done < count; ) {
-            const size = Math.min(PREFILL_CHUNK, count - done);
-            const first = prefilled + done;
+          const entriesFrom = (from: number, size: number): IngestEntry[] => {
+            const first = prefilled + from;
             const made = makeEntries(first, size);
             const entries = orderedKeys === undefined ? made : made.map((entry, i) => ({ ...entry, orderKey: `user-${(first + i) % orderedKeys}` }));
-            const results = await store.appendMessages(
-              deliveries ? entries : entries.map((entry) => ({ ...entry, destinations: [] })),
-              receivedAt - DEDUPLICATION_WINDOW_MS,
-            );
-            const refused = results.filter((result) => result.status !== 'accepted').length;
-            if (refused > 0) throw new Error(`prefill: ${refused} of ${size} messages were not stored as accepted`);
-            done += size;
-            onProgress?.(done);
-          }
+            return deliveries ? entries : entries.map((entry) => ({ ...entry, destinations: [] }));
+          };
+          await appendBacklog(store, entriesFrom, count, receivedAt, onProgress);
         } finally {
           await store.close();
         }
