@@ -191,6 +191,28 @@ export function describeStoreContract(name: string, open: () => Promise<{ store:
       assert.equal((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests, 1);
     });
 
+    it('stores no message of a source deleted while its raw requests were being built', async () => {
+      // On the embedded store the batch is read and built before the write
+      // lock is taken; the deletion commits in between.
+      const kept = await newSource();
+      const deleted = await newSource();
+      const raw = (sourceId: string, n: number) => ({
+        sourceId, route: 'track', receivedAt: T0 + n, ip: undefined, configVersion: 1, messageCount: 1, headers: undefined, body: JSON.stringify({ n }),
+      });
+      await store.appendRawRequests([raw(kept.id, 1), raw(deleted.id, 2), raw(kept.id, 3)]);
+      let deletion: Promise<boolean> | undefined;
+      const build = (rows: readonly { sourceId: string; body: string; receivedAt: number }[]) => {
+        deletion ??= store.deleteSource(deleted.id);
+        return rows.map((row) => [entry(row.sourceId, { receivedAt: row.receivedAt, body: row.body })]);
+      };
+      await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0);
+      assert.equal(await deletion, true);
+      while ((await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, build, 0)).requests > 0);
+      assert.deepEqual(await store.listRecentMessages(deleted.id, 10), []);
+      assert.deepEqual((await store.listRecentMessages(kept.id, 10)).map((m) => m.body).sort(), [JSON.stringify({ n: 1 }), JSON.stringify({ n: 3 })]);
+      assert.deepEqual(await store.rawBacklog(), { requests: 0, messages: 0, oldestReceivedAt: undefined });
+    });
+
     it('leases due deliveries, and gives them out again once the lease expires', async () => {
       const source = await newSource();
       await store.appendMessages([entry(source.id, { receivedAt: T0 }), entry(source.id, { receivedAt: T0 })], 0);

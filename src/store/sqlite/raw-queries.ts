@@ -13,6 +13,7 @@ export class RawQueries {
   private readonly oldest: Statement<[number], { seq: number; message_count: number }>;
   private readonly range: Statement<[number, number], RawRequestRow>;
   private readonly deleteUpTo: Statement<[number]>;
+  private readonly countUpTo: Statement<[number], number>;
   private readonly lastTotal: Statement<[], number>;
   private readonly backlog: Statement<[], { first_seq: number; before_first: number; oldest: number; last_seq: number; last_total: number }>;
   private readonly highest: Statement<[], number>;
@@ -31,6 +32,7 @@ export class RawQueries {
     this.oldest = db.prepare(`SELECT seq, message_count FROM raw_requests ORDER BY seq LIMIT ?`);
     this.range = db.prepare(`SELECT * FROM raw_requests WHERE seq BETWEEN ? AND ? ORDER BY seq`);
     this.deleteUpTo = db.prepare(`DELETE FROM raw_requests WHERE seq <= ?`);
+    this.countUpTo = db.prepare<[number], number>(`SELECT count(*) FROM raw_requests WHERE seq <= ?`).pluck();
     // Two lookups by key, whatever the backlog (see the migration that added message_total).
     this.backlog = db.prepare(`
       SELECT first.seq AS first_seq, first.message_total - first.message_count AS before_first, first.received_at AS oldest,
@@ -55,15 +57,11 @@ export class RawQueries {
   }
 
   /**
-   * Call inside a transaction. The store has one processor (one node), so
-   * the oldest rows are its own and a delete up to the last one taken
-   * removes exactly them.
+   * The oldest raw requests within the limits (never none while any is
+   * left), read outside any write: the store has one processor (one node),
+   * so the oldest rows are its own. `cut` says a limit left rows behind.
    */
-  process(
-    limits: { readonly maxRequests: number; readonly maxMessages: number },
-    build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
-    dedupeSince: number,
-  ): { requests: number; results: AppendResult[]; deliveriesAdded: boolean; caughtUp: boolean } {
+  oldestBatch(limits: { readonly maxRequests: number; readonly maxMessages: number }): { readonly taken: RawRequest[]; readonly cut: boolean } {
     let last: number | undefined;
     let count = 0;
     let messages = 0;
@@ -78,14 +76,30 @@ export class RawQueries {
       last = row.seq;
       count++;
     }
-    if (last === undefined) return { requests: 0, results: [], deliveriesAdded: false, caughtUp: true };
-    const taken = this.range.all(0, last).map(toRawRequest);
-    const entries = build(taken).flat();
+    if (last === undefined) return { taken: [], cut: false };
+    return { taken: this.range.all(0, last).map(toRawRequest), cut };
+  }
+
+  /**
+   * Call inside a transaction: whether the rows of {@link oldestBatch} are
+   * still exactly the rows up to its last seq. Rows are never added below a
+   * seq already handed out, only removed (a deleted source's, anywhere in
+   * the table), so the same count means the same rows.
+   */
+  unchangedSince(taken: readonly RawRequest[]): boolean {
+    return taken.length === 0 || this.countUpTo.get(taken[taken.length - 1]!.seq) === taken.length;
+  }
+
+  /**
+   * Call inside a transaction: stores the entries built from `taken` (all of
+   * its rows, unchanged since they were read) and deletes the rows.
+   */
+  store(taken: readonly RawRequest[], entries: readonly IngestEntry[], dedupeSince: number): { results: AppendResult[]; deliveriesAdded: boolean } {
     const results = this.messages.appendInTransaction(entries, dedupeSince);
     this.observations.record(entries, results.map((r) => r.status));
     this.deleteUpTo.run(taken[taken.length - 1]!.seq);
     const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
-    return { requests: taken.length, results, deliveriesAdded, caughtUp: !cut };
+    return { results, deliveriesAdded };
   }
 
   /**
