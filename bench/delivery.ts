@@ -108,11 +108,18 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
     // machinery (Switchyard against the floor). The floor's store is the
     // embedded one: with --store postgres it would not say which is which.
     let storeFloor: SideFigures | undefined;
+    // The same floor on the proposed delivery log (a cursor per destination,
+    // no row per delivery): what a cheaper queue would leave of the store's part.
+    let logFloor: SideFigures | undefined;
     if (options.store !== 'postgres') {
       await maybeWaitQuiet(context, name);
       await rig.receiver.reset({ phase: 'store-floor', marks, latency: false });
       log(`${name}: store floor (claims, outcomes, signing and undici POSTs only)`);
       storeFloor = await runPoster(context, rig, concurrency, plan, FLOOR_SIDE);
+      await maybeWaitQuiet(context, name);
+      await rig.receiver.reset({ phase: 'log-floor', marks, latency: false });
+      log(`${name}: delivery-log floor (messages read after a cursor, the cursor written, signing and undici POSTs only)`);
+      logFloor = await runPoster(context, rig, concurrency, plan, LOG_FLOOR_SIDE);
     }
 
     const baselineRate = baselines.reduce((sum, side) => sum + side.deliveriesPerSec, 0) / baselines.length;
@@ -154,6 +161,10 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
         ratio: baselineRate > 0 ? round(storeFloor.deliveriesPerSec / baselineRate, 3) : 0,
         switchyardToFloor: storeFloor.deliveriesPerSec > 0 ? round(switchyard.deliveriesPerSec / storeFloor.deliveriesPerSec, 3) : 0,
       },
+      logFloor: logFloor && {
+        ...logFloor,
+        ratio: baselineRate > 0 ? round(logFloor.deliveriesPerSec / baselineRate, 3) : 0,
+      },
       roundRatios: baselines.map((side) => (side.deliveriesPerSec > 0 ? round(switchyard.deliveriesPerSec / side.deliveriesPerSec, 3) : 0)),
       // Deliveries per CPU-second of the sending process, Switchyard ÷ poster: robust to other processes taking the server CPU.
       cpuNormalizedRatio: cpuNormalized(switchyard, baselines),
@@ -175,10 +186,13 @@ function cpuNormalized(switchyard: SideFigures, baselines: readonly SideFigures[
 interface PosterSide {
   readonly script: string;
   readonly label: string;
+  /** After the PosterArgs JSON on its command line. */
+  readonly extraArgs?: readonly string[];
 }
 
 const POSTER_SIDE: PosterSide = { script: POSTER, label: 'the baseline poster' };
 const FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the store floor' };
+const LOG_FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the delivery-log floor', extraArgs: ['log'] };
 
 /**
  * One round of a side in Switchyard's place: the baseline poster POSTs the
@@ -199,7 +213,7 @@ async function runPoster(context: BenchContext, rig: Rig, concurrency: number, p
   const ready = new Promise<void>((resolve) => (onReady = resolve));
   let done: Extract<PosterLine, { event: 'done' }> | undefined;
   let error: string | undefined;
-  const child = spawnManaged(side.label, process.execPath, [side.script, JSON.stringify(args)], {
+  const child = spawnManaged(side.label, process.execPath, [side.script, JSON.stringify(args), ...(side.extraArgs ?? [])], {
     cpus: context.cpus.server,
     onStdoutLine: (line) => {
       let message: PosterLine;

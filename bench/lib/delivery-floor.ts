@@ -20,12 +20,21 @@
  * Switchyard's ratio to the floor; what the store adds is the floor's ratio
  * to the bare baseline (lib/delivery-poster.ts).
  *
+ * With `log` after the arguments it drains the same messages as the
+ * proposed delivery log would instead (docs/architecture.md, "What bounds
+ * `delivery.throughput` on one CPU"): no delivery rows are read or
+ * written; it reads the source's accepted messages after a cursor, in
+ * pages (no write, so no write lock), and writes the cursor (one row) as
+ * the deliveries before it complete, batched as outcomes are. A failure
+ * or a retry would be a row of its own; this backlog has none.
+ *
  * Speaks the poster's protocol (PosterArgs in, PosterLine out).
- * Usage: node dist/bench/lib/delivery-floor.js '<PosterArgs JSON>'
+ * Usage: node dist/bench/lib/delivery-floor.js '<PosterArgs JSON>' [log]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { Agent, type Dispatcher } from 'undici';
 import { webhookBody } from '../../src/domain/webhook-payload.js';
 import { signBody } from '../../src/delivery/signer.js';
@@ -33,7 +42,7 @@ import { defaultWorkerLimits } from '../../src/delivery/delivery-worker.js';
 import { loadConfig } from '../../src/config.js';
 import type { SourceRecord } from '../../src/store/records.js';
 import type { DeliveryOutcome } from '../../src/store/store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { appendBacklog, entryMaker } from './delivery-bodies.js';
 import { type PosterArgs, type PosterLine, PostTally } from './delivery-protocol.js';
 
@@ -63,12 +72,155 @@ function post(agent: Agent, origin: string, pathname: string, headers: Record<st
   });
 }
 
+/** What a drain needs from main: where to POST, and how to count and end. */
+interface Drain {
+  readonly args: PosterArgs;
+  readonly agent: Agent;
+  readonly target: URL;
+  readonly tally: PostTally;
+  readonly maxInFlight: number;
+}
+
+/** One job: its webhook body signed and POSTed; resolves when the answer is in (counted in the tally). */
+async function deliverOne(drain: Drain, stored: string): Promise<number | undefined> {
+  const { args, agent, target, tally } = drain;
+  const body = webhookBody(stored) ?? stored;
+  const headers = { 'user-agent': args.userAgent, 'content-type': 'application/json', 'x-signature': signBody(body, args.sharedSecret) };
+  const answer = await post(agent, target.origin, target.pathname, headers, body);
+  tally.record(answer);
+  return answer instanceof Error ? undefined : answer;
+}
+
+/**
+ * Writes what `add` is given in batches: at `OUTCOME_BATCH` items or
+ * `OUTCOME_DELAY_MS` after the first, as the worker's OutcomeBatcher does.
+ */
+function batchedWriter<T>(write: (batch: T[]) => Promise<void>): { add(item: T): void; flush(): Promise<void> } {
+  let pending: T[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let writing = Promise.resolve();
+  const writeNow = (): void => {
+    clearTimeout(timer);
+    timer = undefined;
+    const batch = pending;
+    pending = [];
+    if (batch.length > 0) writing = writing.then(() => write(batch));
+  };
+  return {
+    add(item: T) {
+      pending.push(item);
+      if (pending.length >= OUTCOME_BATCH) writeNow();
+      else timer ??= setTimeout(writeNow, OUTCOME_DELAY_MS);
+    },
+    async flush() {
+      writeNow();
+      await writing;
+    },
+  };
+}
+
+/**
+ * Keeps up to `maxInFlight` jobs in flight: `fetchMore(room)` is asked for
+ * more once half of them are free, and the drain ends when it finds none.
+ */
+async function keepInFlight<J>(drain: Drain, fetchMore: (room: number) => Promise<J[]>, deliver: (job: J) => Promise<void>): Promise<void> {
+  const { maxInFlight } = drain;
+  const fetchAtLeast = Math.floor(maxInFlight / 2);
+  let inFlight = 0;
+  let fetching = false;
+  let drained = false;
+  let finished!: () => void;
+  const allDone = new Promise<void>((resolve) => (finished = resolve));
+  const run = async (job: J): Promise<void> => {
+    await deliver(job);
+    inFlight -= 1;
+    if (maxInFlight - inFlight >= fetchAtLeast) void fetch();
+    if (drained && inFlight === 0) finished();
+  };
+  const fetch = async (): Promise<void> => {
+    if (fetching || drained) return;
+    fetching = true;
+    try {
+      const jobs = await fetchMore(maxInFlight - inFlight);
+      if (jobs.length === 0) {
+        drained = true;
+        if (inFlight === 0) finished();
+        return;
+      }
+      inFlight += jobs.length;
+      for (const job of jobs) void run(job);
+    } finally {
+      fetching = false;
+    }
+  };
+  await fetch();
+  await allDone;
+}
+
+/** Today's queue: jobs claimed with a lease, each answer a succeeded outcome with its attempt. */
+async function drainClaims(drain: Drain, store: SqliteStore, leaseMs: number): Promise<void> {
+  const outcomes = batchedWriter<DeliveryOutcome>((batch) => store.finishDeliveries(batch).then(() => undefined));
+  await keepInFlight(
+    drain,
+    (room) => store.claimDeliveries({ owner: OWNER, limit: room, leaseMs, now: Date.now() }),
+    async (job) => {
+      const statusCode = await deliverOne(drain, job.body);
+      const at = Date.now();
+      outcomes.add({ kind: 'succeeded', id: job.id, owner: OWNER, at, firstAttemptAt: at, attempts: [{ at, url: drain.args.url, statusCode, durationMs: 0 }] });
+    },
+  );
+  await outcomes.flush();
+}
+
+/**
+ * The delivery log: the source's accepted messages after a cursor, and the
+ * cursor moved past every delivery before it that has completed. Reads
+ * take no write lock; the only write is the cursor's one row per batch.
+ */
+async function drainLog(drain: Drain, dataDir: string, sourceId: string): Promise<void> {
+  const db = new Database(path.join(dataDir, SQLITE_FILE));
+  try {
+    db.exec(`CREATE TABLE delivery_log_cursor (destination TEXT PRIMARY KEY, seq INTEGER NOT NULL)`);
+    db.prepare(`INSERT INTO delivery_log_cursor VALUES ('webhooks', 0)`).run();
+    const page = db.prepare<[string, number, number], { seq: number; body: string }>(
+      `SELECT seq, body FROM messages WHERE source_id = ? AND seq > ? AND status = 'accepted' ORDER BY seq LIMIT ?`,
+    );
+    const moveCursor = db.prepare<[number]>(`UPDATE delivery_log_cursor SET seq = ? WHERE destination = 'webhooks'`);
+    // Seqs read and not yet completed, in order: the cursor may pass only completed ones.
+    const open: number[] = [];
+    const completed = new Set<number>();
+    let readUpTo = 0;
+    const cursor = batchedWriter<number>(async (batch) => {
+      moveCursor.run(Math.max(...batch));
+    });
+    await keepInFlight(
+      drain,
+      async (room) => {
+        const rows = page.all(sourceId, readUpTo, room);
+        if (rows.length > 0) readUpTo = rows[rows.length - 1]!.seq;
+        for (const row of rows) open.push(row.seq);
+        return rows;
+      },
+      async (row) => {
+        await deliverOne(drain, row.body);
+        completed.add(row.seq);
+        let passed: number | undefined;
+        while (open.length > 0 && completed.delete(open[0]!)) passed = open.shift();
+        if (passed !== undefined) cursor.add(passed);
+      },
+    );
+    await cursor.flush();
+  } finally {
+    db.close();
+  }
+}
+
 async function main(): Promise<void> {
   const raw = process.argv[2];
-  if (raw === undefined) throw new Error('usage: delivery-floor <PosterArgs JSON>');
+  if (raw === undefined) throw new Error('usage: delivery-floor <PosterArgs JSON> [log]');
   const args = JSON.parse(raw) as PosterArgs;
+  const queue = process.argv[3] === 'log' ? 'log' : 'claims';
   const { maxInFlight, leaseMs } = defaultWorkerLimits(loadConfig({}, {}));
-  const claimAtLeast = Math.floor(maxInFlight / 2);
 
   const prepareStarted = performance.now();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'switchyard-delivery-floor-'));
@@ -81,62 +233,12 @@ async function main(): Promise<void> {
     await appendBacklog(store, makeEntries, args.count, args.receivedAt);
     send({ event: 'ready', prepareSec: Math.round(performance.now() - prepareStarted) / 1000 });
 
-    const target = new URL(args.url);
     const agent = new Agent({ connections: args.concurrency });
-    const tally = new PostTally();
+    const drain: Drain = { args, agent, target: new URL(args.url), tally: new PostTally(), maxInFlight };
+    if (queue === 'log') await drainLog(drain, dataDir, source.id);
+    else await drainClaims(drain, store, leaseMs);
 
-    let outcomes: DeliveryOutcome[] = [];
-    let outcomeTimer: NodeJS.Timeout | undefined;
-    let writing = Promise.resolve();
-    const writeOutcomes = (): void => {
-      clearTimeout(outcomeTimer);
-      outcomeTimer = undefined;
-      const batch = outcomes;
-      outcomes = [];
-      if (batch.length > 0) writing = writing.then(() => store.finishDeliveries(batch)).then(() => undefined);
-    };
-
-    let inFlight = 0;
-    let claiming = false;
-    let drained = false;
-    let finished!: () => void;
-    const allDone = new Promise<void>((resolve) => (finished = resolve));
-    const deliver = async (id: number, stored: string): Promise<void> => {
-      const body = webhookBody(stored) ?? stored;
-      const headers = { 'user-agent': args.userAgent, 'content-type': 'application/json', 'x-signature': signBody(body, args.sharedSecret) };
-      const answer = await post(agent, target.origin, target.pathname, headers, body);
-      const at = Date.now();
-      tally.record(answer);
-      const statusCode = answer instanceof Error ? undefined : answer;
-      outcomes.push({ kind: 'succeeded', id, owner: OWNER, at, firstAttemptAt: at, attempts: [{ at, url: args.url, statusCode, durationMs: 0 }] });
-      if (outcomes.length >= OUTCOME_BATCH) writeOutcomes();
-      else outcomeTimer ??= setTimeout(writeOutcomes, OUTCOME_DELAY_MS);
-      inFlight -= 1;
-      if (maxInFlight - inFlight >= claimAtLeast) void claim();
-      if (drained && inFlight === 0) finished();
-    };
-    const claim = async (): Promise<void> => {
-      if (claiming || drained) return;
-      claiming = true;
-      try {
-        const jobs = await store.claimDeliveries({ owner: OWNER, limit: maxInFlight - inFlight, leaseMs, now: Date.now() });
-        if (jobs.length === 0) {
-          drained = true;
-          if (inFlight === 0) finished();
-          return;
-        }
-        inFlight += jobs.length;
-        for (const job of jobs) void deliver(job.id, job.body);
-      } finally {
-        claiming = false;
-      }
-    };
-    await claim();
-    await allDone;
-    writeOutcomes();
-    await writing;
-
-    const done = tally.done();
+    const done = drain.tally.done();
     await agent.close();
     send(done);
   } finally {
