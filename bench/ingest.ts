@@ -37,6 +37,8 @@ interface IngestSpec extends LoadSpec {
   readonly informational?: boolean;
   /** Keep the source's live debugger stream open and read throughout (the cost of a watching admin). */
   readonly withDebuggerStream?: boolean;
+  /** Every process shares every CPU (`--unpinned` for this bench alone): the stage thread gets what wrk leaves of the second. */
+  readonly unpinned?: boolean;
 }
 
 interface FloorSpec extends LoadSpec {
@@ -141,7 +143,8 @@ async function measure(
 function ingestBench(spec: IngestSpec): BenchDefinition {
   return {
     name: spec.name,
-    async run(context: BenchContext): Promise<BenchReport> {
+    async run(pinnedContext: BenchContext): Promise<BenchReport> {
+      const context = spec.unpinned === true ? pinnedContext.unpinned() : pinnedContext;
       const { comparison, ratio, request, debuggerStreamEvents, processing } = await measure(
         context,
         spec,
@@ -162,6 +165,7 @@ function ingestBench(spec: IngestSpec): BenchDefinition {
         ratio,
         ...judged,
         baselineKind: spec.baseline ?? 'parse',
+        ...(spec.unpinned === true && { cpus: `unpinned: every process shares ${context.cpus.available.length} CPU(s)` }),
         request,
         switchyard: comparison.switchyard,
         baseline: comparison.baseline,
@@ -241,6 +245,18 @@ export const ingestBenches: readonly BenchDefinition[] = [
     metric: 'requests/s',
     target: 0.75,
     baseline: 'durable',
+  }),
+  ingestBench({
+    name: 'ingest.track.two-cpus',
+    description:
+      'Informational, no target: ingest.track with every process sharing both CPUs, against the durable baseline sharing them the same way: ' +
+      'the later stages (processing, Engage) on a stage thread beside the load generator, as a user\'s 2-CPU machine runs them',
+    payload: { kind: 'track' },
+    metric: 'requests/s',
+    target: 0,
+    baseline: 'durable',
+    informational: true,
+    unpinned: true,
   }),
   ingestBench({
     name: 'ingest.track.vs-parse',
