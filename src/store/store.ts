@@ -160,8 +160,12 @@ export interface IngestStore {
    * observed schema and violation counts ({@link ObservationStore}: added up
    * per batch, capped, one upsert per table) and deletes the raw rows, all in
    * one transaction.
-   * When `build` throws, nothing is written and the call rejects with its
-   * error. Notifies `messages`, and `deliveries` when it created any.
+   * `build` must be pure: a store may call it before its transaction (the
+   * embedded one does, so that the write lock is not held while it runs),
+   * and again for the rows as they stand once locked, when some went in
+   * between (a deleted source's). When `build` throws, nothing is written
+   * and the call rejects with its error. Notifies `messages`, and
+   * `deliveries` when it created any.
    */
   processRawRequests(
     limits: { readonly maxRequests: number; readonly maxMessages: number },
