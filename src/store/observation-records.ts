@@ -21,8 +21,14 @@ export interface ObservationStore {
 /** Statuses whose messages a source received as valid calls: observed. (Rejected ones are not calls; duplicates were counted once.) */
 const OBSERVED: ReadonlySet<MessageStatus> = new Set(['accepted', 'blocked', 'filtered', 'suppressed']);
 
+/** A processing batch's observed schema and violation counts, added up in memory. */
+export interface Observations {
+  readonly schema: ObservedBatch;
+  readonly violations: ViolationBatch;
+}
+
 /** A processing batch's observations, added up in memory from its entries and the statuses the store gave them. */
-export function observeEntries(entries: readonly IngestEntry[], statuses: readonly MessageStatus[]): { schema: ObservedBatch; violations: ViolationBatch } {
+export function observeEntries(entries: readonly IngestEntry[], statuses: readonly MessageStatus[]): Observations {
   const schema = new ObservedBatch();
   const violations = new ViolationBatch();
   entries.forEach((entry, i) => {

@@ -73,6 +73,16 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       assert.equal(observed.events[0]!.event, 'Order Completed', 'biggest count first');
     });
 
+    it('observes a message sent again with its messageId once, in one batch or in a later request', async () => {
+      const source = await sy.createSource('retries');
+      const call = { type: 'track', userId: 'u1', messageId: 'retried-1', event: 'Retried', properties: { attempt: 1 } };
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: [call, call, { ...call, messageId: 'other-1' }] })).status, 200);
+      assert.equal((await sy.send('/v1/track', source.writeKey, call)).status, 200);
+      const retried = eventOf(await schemaOf(source.id), 'track', 'Retried')!;
+      assert.equal(retried.count, 2, 'two distinct messageIds, the duplicates not counted');
+      assert.deepEqual(retried.paths, [{ path: 'attempt', types: ['integer'], count: 2 }]);
+    });
+
     it('filters by period (UTC days), and refuses a period that ends before it starts', async () => {
       const source = await sy.createSource('period');
       await sy.send('/v1/track', source.writeKey, { userId: 'u', event: 'Now', properties: { a: 1 } });

@@ -1,10 +1,8 @@
 // The observed schema and violation counts (see src/store/observation-records.ts), written inside the processing transaction.
 import type { Database, Statement } from 'better-sqlite3';
-import type { MessageStatus } from '../../domain/message.js';
 import { capObserved, eventKey, type ObservedRows, pathKey, UNRECORDED_TYPE } from '../../domain/observed-schema.js';
 import { capViolations, type ViolationRows, violationRowKey } from '../../domain/plan-violation-counts.js';
-import { observeEntries } from '../observation-records.js';
-import type { IngestEntry } from '../store.js';
+import type { Observations } from '../observation-records.js';
 
 const PRUNE_BATCH = 5_000;
 
@@ -45,12 +43,12 @@ export class ObservationQueries {
   }
 
   /**
-   * Adds a processing batch's observations; call inside its transaction.
-   * Added up in memory first, so a row is written once per batch, not per
-   * message; the look-ups of what is held (for the caps) are by primary key.
+   * Adds a processing batch's observations, added up in memory by
+   * `observeEntries` (a row is written once per batch, not per
+   * message); call inside its transaction. The look-ups of what is held
+   * (for the caps) are by primary key.
    */
-  record(entries: readonly IngestEntry[], statuses: readonly MessageStatus[]): void {
-    const { schema, violations } = observeEntries(entries, statuses);
+  record({ schema, violations }: Observations): void {
     if (!schema.isEmpty) {
       const eventsPerDay = new Map<string, number>();
       const knownEvents = new Set<string>();

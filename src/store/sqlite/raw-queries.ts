@@ -2,7 +2,13 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
 import type { ObservationQueries } from './observation-queries.js';
+import { type Observations, observeEntries } from '../observation-records.js';
 import { type RawRequestRow, toRawRequest } from '../rows.js';
+
+/** A batch's observations with every entry stored as built: what {@link RawQueries.store} records when no entry is a duplicate. */
+export function observedAsBuilt(entries: readonly IngestEntry[]): Observations {
+  return observeEntries(entries, entries.map((entry) => entry.status));
+}
 
 /** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
 export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)`;
@@ -93,10 +99,14 @@ export class RawQueries {
   /**
    * Call inside a transaction: stores the entries built from `taken` (all of
    * its rows, unchanged since they were read) and deletes the rows.
+   * `observed`: the entries' observations as if none turned out a
+   * duplicate, added up before the transaction; they are added up again
+   * here only when some did (duplicates are not counted).
    */
-  store(taken: readonly RawRequest[], entries: readonly IngestEntry[], dedupeSince: number): { results: AppendResult[]; deliveriesAdded: boolean } {
+  store(taken: readonly RawRequest[], entries: readonly IngestEntry[], dedupeSince: number, observed = observedAsBuilt(entries)): { results: AppendResult[]; deliveriesAdded: boolean } {
     const results = this.messages.appendInTransaction(entries, dedupeSince);
-    this.observations.record(entries, results.map((r) => r.status));
+    const statuses = results.map((r) => r.status);
+    this.observations.record(statuses.includes('duplicate') ? observeEntries(entries, statuses) : observed);
     this.deleteUpTo.run(taken[taken.length - 1]!.seq);
     const deliveriesAdded = results.some((r, i) => r.status === 'accepted' && entries[i]!.destinations.length > 0);
     return { results, deliveriesAdded };

@@ -47,7 +47,7 @@ import type {
 import { DeliveryQueries } from './delivery-queries.js';
 import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
-import { RawQueries } from './raw-queries.js';
+import { RawQueries, observedAsBuilt } from './raw-queries.js';
 import { ObservationQueries } from './observation-queries.js';
 import type { ObservedRows } from '../../domain/observed-schema.js';
 import type { ViolationRows } from '../../domain/plan-violation-counts.js';
@@ -368,15 +368,16 @@ export class SqliteStore implements Store {
     build: (requests: readonly RawRequest[]) => ReadonlyArray<readonly IngestEntry[]>,
     dedupeSince: number,
   ): Promise<RawProcessed> {
-    // Read and built outside the write lock, which ingest's commits wait for:
-    // building is pure CPU, a quarter of the hold when it ran inside.
+    // Read, built and observed outside the write lock, which ingest's commits
+    // wait for: pure CPU, a quarter of the hold when it ran inside.
     let batch = this.raw.oldestBatch(limits);
     if (batch.taken.length === 0) return { requests: 0, results: [], caughtUp: true };
     const built = build(batch.taken).flat();
+    const observed = observedAsBuilt(built);
     const stored = await this.write(() =>
       this.db
         .transaction(() => {
-          if (this.raw.unchangedSince(batch.taken)) return this.raw.store(batch.taken, built, dedupeSince);
+          if (this.raw.unchangedSince(batch.taken)) return this.raw.store(batch.taken, built, dedupeSince, observed);
           // Rows went meanwhile (a source deleted with its raw requests): the
           // batch again from what is left, built under the lock this time.
           batch = this.raw.oldestBatch(limits);
