@@ -4,7 +4,8 @@
  * - delivery.throughput: a backlog of 100,000 signed deliveries drained to
  *   a local receiver, against bare undici POSTs of the same bodies with the
  *   same headers to the same receiver at the same concurrency; with the
- *   store floor (lib/delivery-floor.ts) beside them, as information.
+ *   store floor and the delivery-log floor (lib/delivery-floor.ts) beside
+ *   them, as information.
  * - delivery.latency: ingest to receiver at 1,000 messages/s.
  *
  * Processes: Switchyard (or, in its place, the baseline poster) on the

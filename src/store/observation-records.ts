@@ -40,3 +40,8 @@ export function observeEntries(entries: readonly IngestEntry[], statuses: readon
   });
   return { schema, violations };
 }
+
+/** A batch's observations as if every entry were stored as built (none a duplicate), added up before the store has decided. */
+export function observedAsBuilt(entries: readonly IngestEntry[]): Observations {
+  return observeEntries(entries, entries.map((entry) => entry.status));
+}

@@ -2,13 +2,8 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { AppendResult, IngestEntry, NewRawRequest, RawBacklog, RawRequest } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
 import type { ObservationQueries } from './observation-queries.js';
-import { type Observations, observeEntries } from '../observation-records.js';
+import { observeEntries, observedAsBuilt } from '../observation-records.js';
 import { type RawRequestRow, toRawRequest } from '../rows.js';
-
-/** A batch's observations with every entry stored as built: what {@link RawQueries.store} records when no entry is a duplicate. */
-export function observedAsBuilt(entries: readonly IngestEntry[]): Observations {
-  return observeEntries(entries, entries.map((entry) => entry.status));
-}
 
 /** The highest seq of the raw requests not yet processed, 0 when none is (an expression). */
 export const HIGHEST_RAW_SEQ = `(SELECT coalesce(max(seq), 0) FROM raw_requests)`;
@@ -93,7 +88,7 @@ export class RawQueries {
    * the table), so the same count means the same rows.
    */
   unchangedSince(taken: readonly RawRequest[]): boolean {
-    return taken.length === 0 || this.countUpTo.get(taken[taken.length - 1]!.seq) === taken.length;
+    return this.countUpTo.get(taken[taken.length - 1]!.seq) === taken.length;
   }
 
   /**

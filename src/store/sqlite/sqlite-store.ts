@@ -47,7 +47,8 @@ import type {
 import { DeliveryQueries } from './delivery-queries.js';
 import { EngageQueries } from './engage-queries.js';
 import { MessageQueries } from './message-queries.js';
-import { RawQueries, observedAsBuilt } from './raw-queries.js';
+import { RawQueries } from './raw-queries.js';
+import { observedAsBuilt } from '../observation-records.js';
 import { ObservationQueries } from './observation-queries.js';
 import type { ObservedRows } from '../../domain/observed-schema.js';
 import type { ViolationRows } from '../../domain/plan-violation-counts.js';
@@ -370,25 +371,25 @@ export class SqliteStore implements Store {
   ): Promise<RawProcessed> {
     // Read, built and observed outside the write lock, which ingest's commits
     // wait for: pure CPU, a quarter of the hold when it ran inside.
-    let batch = this.raw.oldestBatch(limits);
-    if (batch.taken.length === 0) return { requests: 0, results: [], caughtUp: true };
-    const built = build(batch.taken).flat();
+    const read = this.raw.oldestBatch(limits);
+    if (read.taken.length === 0) return { requests: 0, results: [], caughtUp: true };
+    const built = build(read.taken).flat();
     const observed = observedAsBuilt(built);
-    const stored = await this.write(() =>
+    const processed = await this.write(() =>
       this.db
         .transaction(() => {
-          if (this.raw.unchangedSince(batch.taken)) return this.raw.store(batch.taken, built, dedupeSince, observed);
+          if (this.raw.unchangedSince(read.taken)) return { batch: read, ...this.raw.store(read.taken, built, dedupeSince, observed) };
           // Rows went meanwhile (a source deleted with its raw requests): the
           // batch again from what is left, built under the lock this time.
-          batch = this.raw.oldestBatch(limits);
-          return batch.taken.length === 0 ? undefined : this.raw.store(batch.taken, build(batch.taken).flat(), dedupeSince);
+          const again = this.raw.oldestBatch(limits);
+          return again.taken.length === 0 ? undefined : { batch: again, ...this.raw.store(again.taken, build(again.taken).flat(), dedupeSince) };
         })
         .immediate(),
     );
-    if (stored === undefined) return { requests: 0, results: [], caughtUp: true };
+    if (processed === undefined) return { requests: 0, results: [], caughtUp: true };
     this.emit('messages');
-    if (stored.deliveriesAdded) this.emit('deliveries');
-    return { requests: batch.taken.length, results: stored.results, caughtUp: !batch.cut };
+    if (processed.deliveriesAdded) this.emit('deliveries');
+    return { requests: processed.batch.taken.length, results: processed.results, caughtUp: !processed.batch.cut };
   }
 
   async rawBacklog(): Promise<RawBacklog> {
