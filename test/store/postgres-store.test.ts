@@ -201,6 +201,87 @@ await describePostgres('PostgreSQL store', () => {
       }
     });
 
+    it('records outcomes by primary key, not by reading every pending delivery, even without statistics', async () => {
+      // As the claim test above: fresh tables, never analyzed, a backlog of pending deliveries.
+      const fresh = await freshDatabase();
+      const store = openStore(fresh.url);
+      try {
+        await store.migrate();
+        await addSource(store, 'src_outcome_plan');
+        const total = 3000;
+        for (let done = 0; done < total; done += 500) {
+          await store.appendMessages(Array.from({ length: 500 }, () => storeEntry('src_outcome_plan', { receivedAt: T0 })), 0);
+        }
+        const claimed = await store.claimDeliveries({ owner: 'w', limit: 100, leaseMs: 60_000, now: T0 });
+        assert.equal(claimed.length, 100);
+        const at = T0 + 10;
+        const finished = await store.finishDeliveries(
+          claimed.map((c, i): DeliveryOutcome =>
+            i % 2 === 0
+              ? { kind: 'succeeded', id: c.id, owner: 'w', at, firstAttemptAt: at, attempts: [{ at, url: 'http://r', statusCode: 200, durationMs: 1 }] }
+              : { kind: 'deferred', id: c.id, owner: 'w', at, nextAttemptAt: at + 1000 },
+          ),
+        );
+        assert.equal(finished, 0, 'no ordered successors to release');
+        assert.equal((await store.getDelivery(claimed[0]!.id))?.status, 'succeeded');
+        assert.equal((await store.getDelivery(claimed[1]!.id))?.status, 'pending', 'deferred');
+        // Once the claim's 100 and the outcomes' 100 updates show in the statistics, so do the index entries both read.
+        const read = await eventually(async () => {
+          const rows = await query<{ updated: number; read: number }>(
+            fresh.url,
+            `SELECT t.n_tup_upd AS updated, i.idx_tup_read AS read FROM pg_stat_user_tables t, pg_stat_user_indexes i
+             WHERE t.relname = 'deliveries' AND i.indexrelname = 'deliveries_due'`,
+          );
+          return rows[0] !== undefined && Number(rows[0].updated) >= 200 ? Number(rows[0].read) : undefined;
+        }, 30_000, 'the claim and the outcomes to show in the statistics');
+        // The claim reads about 100; a plan that walks deliveries_due for the outcomes reads every pending one, twice.
+        assert.ok(read < total / 2, `the claim and the outcomes read ${read} deliveries_due entries of ${total}`);
+      } finally {
+        await store.close();
+        await fresh.drop();
+      }
+    });
+
+    it('deletes the raw requests it processed by primary key, not by reading the whole backlog, even without statistics', async () => {
+      const fresh = await freshDatabase();
+      // One connection, so that every pass runs the statement prepared on it.
+      const store = PostgresStore.open({ databaseUrl: fresh.url, durability: 'process', poolSize: 1 });
+      try {
+        await store.migrate();
+        await addSource(store, 'src_raw_plan');
+        const body = JSON.stringify({ userId: 'u', event: 'e' });
+        const append = (from: number, count: number) =>
+          store.appendRawRequests(
+            Array.from({ length: count }, (_, n) => ({ sourceId: 'src_raw_plan', route: 'track', receivedAt: T0 + from + n, ip: undefined, configVersion: 1, messageCount: 1, body, headers: undefined })),
+          );
+        const processTen = async () => {
+          const processed = await store.processRawRequests({ maxRequests: 10, maxMessages: 10 }, (rows) => rows.map((row) => [storeEntry('src_raw_plan', { receivedAt: row.receivedAt })]), 0);
+          assert.equal(processed.requests, 10);
+        };
+        const readOnceDeleted = (deleted: number) =>
+          eventually(async () => {
+            const rows = await query<{ deleted: number; read: number }>(
+              fresh.url,
+              `SELECT n_tup_del AS deleted, coalesce(seq_tup_read, 0) AS read FROM pg_stat_user_tables WHERE relname = 'raw_requests'`,
+            );
+            return rows[0] !== undefined && Number(rows[0].deleted) >= deleted ? Number(rows[0].read) : undefined;
+          }, 30_000, `${deleted} deletes to show in the statistics`);
+        // Passes over a small table first: after five, the prepared statement keeps a generic plan, made for a table that small.
+        await append(0, 80);
+        for (let pass = 0; pass < 8; pass++) await processTen();
+        const before = await readOnceDeleted(80);
+        // Then a backlog builds up.
+        const total = 3000;
+        for (let done = 0; done < total; done += 500) await append(1000 + done, 500);
+        await processTen();
+        const read = (await readOnceDeleted(90)) - before;
+        assert.ok(read < total / 2, `processing 10 raw requests read ${read} rows of ${total} sequentially`);
+      } finally {
+        await store.close();
+        await fresh.drop();
+      }
+    });
+
     it('processes each raw request on one node only, with its duplicates, delivery jobs and counts lined up', async () => {
       await addSource(a, 'src_raw');
       const total = 300;

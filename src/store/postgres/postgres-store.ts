@@ -314,7 +314,7 @@ export class PostgresStore implements Store {
     const locked = options.ordered !== false;
     const { requests, results, deliveriesAdded, caughtUp } = await inTransaction(this.pool, (client) =>
       raw.processRawRequests(client, limits, build, dedupeSince, { nodeId: this.nodeId, topics: topicsOf }, locked),
-      locked ? raw.PROCESS_RAW_LOCKED_BEGIN : 'BEGIN',
+      locked ? raw.PROCESS_RAW_LOCKED_BEGIN : raw.PROCESS_RAW_BEGIN,
     );
     if (requests > 0) for (const topic of topicsOf(deliveriesAdded)) this.emit(topic);
     return { requests, results, caughtUp };

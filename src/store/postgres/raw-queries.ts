@@ -55,6 +55,16 @@ export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRaw
 }
 
 /**
+ * How a processing transaction begins. Sequential scans are off for it: the
+ * raw rows it took are deleted by seq, and on a table whose statistics
+ * predate the backlog (a fresh table, or one that filled since autovacuum
+ * last analyzed it) the planner read every unprocessed request to find
+ * them, O(backlog) per batch where the backlog is what processing has to
+ * catch up on (seen with auto_explain; see claimDeliveries).
+ */
+export const PROCESS_RAW_BEGIN = 'BEGIN; SET LOCAL enable_seqscan = off';
+
+/**
  * Key of the transaction-level advisory lock that makes processing one node
  * at a time while ordered destinations exist (see {@link PROCESS_RAW_LOCKED_BEGIN}).
  */
@@ -76,7 +86,7 @@ const PROCESSING_LOCK = 7_230_465_012;
  * side by side; one that finds it must link after all (the config changed
  * under it) rolls back with ProcessingLockNeeded and is tried again locked.
  */
-export const PROCESS_RAW_LOCKED_BEGIN = `BEGIN; SELECT pg_advisory_xact_lock(${PROCESSING_LOCK})`;
+export const PROCESS_RAW_LOCKED_BEGIN = `${PROCESS_RAW_BEGIN}; SELECT pg_advisory_xact_lock(${PROCESSING_LOCK})`;
 
 /**
  * Takes the oldest raw rows no other node holds (`FOR UPDATE SKIP LOCKED`:
