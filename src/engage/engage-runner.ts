@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ProfileState } from '../domain/engage/index.js';
 import { regulationEffects } from '../domain/regulation.js';
-import type { ComputationRecord, EngageBatch, IngestEntry, Store, StoredMessage } from '../store/store.js';
+import type { ComputationRecord, EngageBatch, IngestEntry, Store } from '../store/store.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { compileDefinitions } from './engage-definitions.js';
 import { engageMessageOf, identifiersOf } from './engage-messages.js';
@@ -34,10 +34,11 @@ const PROFILE_PAGE = 200;
 const LEASE_MS = 15_000;
 /**
  * On a shared store a transaction can commit after one holding a higher seq:
- * a gap in the seqs may still fill. The evaluator waits this long at a gap
- * before going past it (a rolled-back insert leaves a gap forever).
+ * the stream is read only up to the settled seq (see
+ * `Store.settledMessageSeq`). While writers running now may settle more,
+ * the evaluator looks again this soon.
  */
-const GAP_GRACE_MS = 3_000;
+const SETTLING_POLL_MS = 50;
 /** Regulations looked at per pass (newest first) for profiles to erase. */
 const REGULATIONS_PER_PASS = 100;
 /**
@@ -86,8 +87,6 @@ export class EngageRunner {
   private unsubscribe: (() => void) | undefined;
   private definitionsKey = '';
   private definitions: Definitions | undefined;
-  /** seq just after the cursor → when a gap there was first seen (shared stores). */
-  private gapSeenAt: { seq: number; at: number } | undefined;
   private readonly erasedRegulations = new Set<string>();
   private reloadAfter = 0;
   private gathering: NodeJS.Timeout | undefined;
@@ -290,10 +289,10 @@ export class EngageRunner {
     const { store, now } = this.options;
     // Read before the page: a regulation step that erases users after this counts, and refuses the page's commit.
     const { cursor, erasures } = await store.getEngageStreamPosition();
-    let page = await store.listMessagesSince(cursor, PAGE);
+    const settled = await store.settledMessageSeq();
+    if (settled.settling) this.schedule(SETTLING_POLL_MS);
+    const page = await store.listMessagesSince(cursor, PAGE, settled.seq);
     this.behind = page.length === PAGE;
-    if (page.length === 0) return false;
-    if (store.capabilities.multiNode) page = this.upToGap(cursor, page);
     if (page.length === 0) return false;
     const at = now();
     const work = new ProfileSet(store, definitions, at, this.cache);
@@ -343,24 +342,6 @@ export class EngageRunner {
     }
     applied.clear();
     return messages;
-  }
-
-  /** The page up to the first gap in seqs, unless that gap has been there longer than the grace. */
-  private upToGap(cursor: number, page: StoredMessage[]): StoredMessage[] {
-    let expected = cursor + 1;
-    for (let i = 0; i < page.length; i++) {
-      const seq = page[i]!.seq;
-      if (seq !== expected && (i > 0 || cursor > 0)) {
-        const now = this.options.now();
-        if (this.gapSeenAt?.seq !== expected) this.gapSeenAt = { seq: expected, at: now };
-        if (now - this.gapSeenAt.at < GAP_GRACE_MS) {
-          this.schedule(GAP_GRACE_MS);
-          return page.slice(0, i);
-        }
-      }
-      expected = seq + 1;
-    }
-    return page;
   }
 
   // --- expiry ---------------------------------------------------------------------------------

@@ -393,6 +393,14 @@ export interface EngageStore {
   listProfileIds(afterId: string, limit: number): Promise<string[]>;
   /** Messages of any source with `afterSeq < seq <= uptoSeq` (no upper bound when undefined), oldest first. */
   listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]>;
+  /**
+   * How far the stream can be read in seq order without missing a message:
+   * every seq at or below `seq` is committed or never will be. Where several
+   * transactions insert messages at once, a seq can commit after a higher
+   * one; `settling` is true while transactions running now may settle a
+   * higher seq (look again soon). The embedded store: no bound.
+   */
+  settledMessageSeq(): Promise<{ seq: number; settling: boolean }>;
   /** The stored messages with these seqs that still exist, newest first. */
   getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]>;
   /** The last message seq the evaluator has applied (0 at first). */

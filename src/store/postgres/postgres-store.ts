@@ -60,6 +60,7 @@ import * as transformations from './transformation-queries.js';
 import * as functions from './function-queries.js';
 import type { FunctionCodeRecord, FunctionDestinationPatch, FunctionDestinationRecord, FunctionWriteRefusal, NewFunctionDestination } from '../function-records.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
+import { SettledSeq, WRITE_BEGIN } from './settled-seq.js';
 import * as sources from './source-queries.js';
 import * as trackingPlans from './tracking-plan-queries.js';
 import type { TrackingPlanRecord } from '../tracking-plan-records.js';
@@ -101,6 +102,7 @@ export class PostgresStore implements Store {
   private readonly nodeId = randomUUID();
   private readonly events = new EventEmitter();
   private readonly listener: ChangeListener;
+  private readonly settledSeq = new SettledSeq();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -163,11 +165,16 @@ export class PostgresStore implements Store {
    * has committed.
    */
   private async write<T>(work: (client: pg.ClientBase) => Promise<{ value: T; topics: readonly StoreTopic[] }>): Promise<T> {
-    const { value, topics } = await inTransaction(this.pool, async (client) => {
-      const done = await work(client);
-      if (done.topics.length > 0) await client.query(notifyStatement(done.topics, this.nodeId));
-      return done;
-    });
+    // WRITE_BEGIN: some writes insert messages (Engage's syncs, regulations, appendMessages).
+    const { value, topics } = await inTransaction(
+      this.pool,
+      async (client) => {
+        const done = await work(client);
+        if (done.topics.length > 0) await client.query(notifyStatement(done.topics, this.nodeId));
+        return done;
+      },
+      WRITE_BEGIN,
+    );
     for (const topic of topics) this.emit(topic);
     return value;
   }
@@ -566,6 +573,10 @@ export class PostgresStore implements Store {
 
   async listProfileIds(afterId: string, limit: number): Promise<string[]> {
     return engage.listProfileIds(this.pool, afterId, limit);
+  }
+
+  async settledMessageSeq(): Promise<{ seq: number; settling: boolean }> {
+    return this.settledSeq.read(this.pool);
   }
 
   async listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]> {

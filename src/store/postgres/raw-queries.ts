@@ -10,6 +10,7 @@ import { textColumn } from './connection.js';
 import { dedupe, messageColumns, messageRows, traceparentColumn } from './message-queries.js';
 import { TRAFFIC_SHARDS } from './traffic-queries.js';
 import { recordObservations } from './observation-queries.js';
+import { WRITE_BEGIN } from './settled-seq.js';
 
 /**
  * The hot statements here are named, so each pooled connection parses and
@@ -55,14 +56,15 @@ export async function appendRawRequests(pool: pg.Pool, requests: readonly NewRaw
 }
 
 /**
- * How a processing transaction begins. Sequential scans are off for it: the
- * raw rows it took are deleted by seq, and on a table whose statistics
- * predate the backlog (a fresh table, or one that filled since autovacuum
- * last analyzed it) the planner read every unprocessed request to find
- * them, O(backlog) per batch where the backlog is what processing has to
- * catch up on (seen with auto_explain; see claimDeliveries).
+ * How a processing transaction begins: as every transaction that may insert
+ * messages ({@link WRITE_BEGIN}), and with sequential scans off. The raw
+ * rows it took are deleted by seq, and on a table whose statistics predate
+ * the backlog (a fresh table, or one that filled since autovacuum last
+ * analyzed it) the planner read every unprocessed request to find them,
+ * O(backlog) per batch where the backlog is what processing has to catch
+ * up on (seen with auto_explain; see claimDeliveries).
  */
-export const PROCESS_RAW_BEGIN = 'BEGIN; SET LOCAL enable_seqscan = off';
+export const PROCESS_RAW_BEGIN = `${WRITE_BEGIN}; SET LOCAL enable_seqscan = off`;
 
 /**
  * Key of the transaction-level advisory lock that makes processing one node

@@ -637,6 +637,11 @@ export class SqliteStore implements Store {
     return this.engage.listProfileIds(afterId, limit);
   }
 
+  /** One writer hands out seqs inside its write lock: a commit never shows a seq above one still to come. */
+  async settledMessageSeq(): Promise<{ seq: number; settling: boolean }> {
+    return { seq: Number.MAX_SAFE_INTEGER, settling: false };
+  }
+
   async listMessagesSince(afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]> {
     return this.engage.listMessagesSince(afterSeq, limit, uptoSeq);
   }

@@ -1,0 +1,84 @@
+// How far the message stream can be read without a later commit filling a gap below what was read.
+import type pg from 'pg';
+
+/**
+ * `messages.seq` comes from an identity sequence, and `nextval` is not
+ * transactional: a transaction can take seq 103, another take 105 and commit
+ * first, and a reader then sees 105 without 103. A reader that moves a
+ * cursor past 105 (Engage's stream) never sees 103. A rolled-back
+ * transaction's seqs never appear at all.
+ *
+ * Settled: every seq at or below it is committed or never will be. Found in
+ * three steps:
+ *   A. read the highest seq handed out so far, L;
+ *   B. then (a statement after A returned) list the transaction ids running now;
+ *   C. once none of them is running any more, L is settled.
+ * A transaction holding a seq at or below L took it before A. If it already
+ * had its transaction id then (see {@link WRITE_BEGIN}), it was running at B
+ * or had ended; after C it has ended: its seqs are visible to any statement
+ * that starts later, or will never exist.
+ *
+ * A writer that holds its transaction open holds the settled seq back for as
+ * long as it does: what is settled waits for the slowest writer running at
+ * B. Processing, Engage and regulation transactions last milliseconds; a
+ * stall (a slow fsync, a lock wait) delays the readers, it loses nothing.
+ * `pg_stat_activity.backend_xid` is shown to every role (checked on
+ * PostgreSQL 15 with two unprivileged roles).
+ */
+export class SettledSeq {
+  private settled = 0;
+
+  constructor(
+    /** How long one call waits for the writers running at B to end before it answers with what was settled before. */
+    private readonly waitMs = 200,
+    private readonly pollMs = 5,
+  ) {}
+
+  /**
+   * The settled seq, and whether writers running now may still settle a
+   * higher one (the caller should look again soon).
+   */
+  async read(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+    const allocated = await highestAllocated(pool);
+    let running = await runningTransactions(pool);
+    const deadline = Date.now() + this.waitMs;
+    while (running.length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, this.pollMs));
+      running = await stillRunning(pool, running);
+    }
+    if (running.length === 0) this.settled = Math.max(this.settled, allocated);
+    return { seq: this.settled, settling: running.length > 0 };
+  }
+}
+
+/**
+ * How every transaction that may insert messages begins: it takes its
+ * transaction id before it takes any seq, so that {@link SettledSeq} sees it
+ * running from then on. Without it, a transaction gets its id only at its
+ * first row write, after the sequence handed it a seq: in between, a reader
+ * could count that seq as settled.
+ */
+export const WRITE_BEGIN = 'BEGIN; SELECT txid_current()';
+
+async function highestAllocated(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ seq: string | null }>(
+    `SELECT pg_sequence_last_value(pg_get_serial_sequence('messages', 'seq')::regclass) AS seq`,
+  );
+  return Number(rows[0]?.seq ?? 0);
+}
+
+/** Transactions with an id in this database, other than this session's (which has none: it only reads). */
+async function runningTransactions(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ xid: string }>(
+    `SELECT backend_xid::text AS xid FROM pg_stat_activity WHERE datname = current_database() AND backend_xid IS NOT NULL`,
+  );
+  return rows.map((row) => row.xid);
+}
+
+async function stillRunning(pool: pg.Pool, xids: readonly string[]): Promise<string[]> {
+  const { rows } = await pool.query<{ xid: string }>(
+    `SELECT backend_xid::text AS xid FROM pg_stat_activity WHERE datname = current_database() AND backend_xid::text = ANY($1::text[])`,
+    [xids],
+  );
+  return rows.map((row) => row.xid);
+}
