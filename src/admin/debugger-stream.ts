@@ -3,7 +3,7 @@ import type { Store } from '../store/store.js';
 import { entryJson } from './debugger-admin.js';
 
 /** What a stream reads: new messages after a cursor, and change notifications. */
-export type StreamStore = Pick<Store, 'listMessagesAfter' | 'countMessages' | 'listRecentMessages' | 'subscribe'>;
+export type StreamStore = Pick<Store, 'listMessagesAfter' | 'countMessages' | 'listRecentMessages' | 'settledMessageSeq' | 'subscribe'>;
 
 export interface DebuggerStreamOptions {
   readonly store: StreamStore;
@@ -18,13 +18,18 @@ const PAGE = 50;
 /** A reader further behind than this skips ahead to the newest messages. */
 export const MAX_LAG = 1_000;
 const HEARTBEAT_MS = 15_000;
+/** How soon to look again while transactions running may settle more messages. */
+const SETTLING_POLL_MS = 50;
 
 /**
  * One client of `GET /sources/:id/debugger/stream`: Server-Sent Events, one
  * event per message with `id:` = its seq.
  *
  * Driven by the store's `messages` notifications (which on a shared store
- * come from every node), it pages through the messages after its cursor.
+ * come from every node), it pages through the messages after its cursor,
+ * up to the store's settled seq: where several transactions insert
+ * messages at once, one can commit after another holding a higher seq, and
+ * a cursor that had passed it would never come back for it.
  * Memory stays bounded however slow the reader: nothing is queued; while the
  * socket is congested it stops reading the store and carries on from the
  * cursor on 'drain'. A reader that falls more than {@link MAX_LAG} messages
@@ -38,6 +43,7 @@ export class DebuggerStream {
   private again = false;
   private unsubscribe: (() => void) | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private lookAgain: NodeJS.Timeout | undefined;
   private readonly closeListeners: Array<() => void> = [];
 
   constructor(
@@ -74,6 +80,7 @@ export class DebuggerStream {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.heartbeat);
+    clearTimeout(this.lookAgain);
     this.unsubscribe?.();
     if (!this.out.writableEnded) this.out.end();
     for (const listener of this.closeListeners.splice(0)) listener();
@@ -109,12 +116,12 @@ export class DebuggerStream {
     for (;;) {
       // Congested: 'drain' pumps again, from the cursor.
       if (this.closed || this.out.writableNeedDrain) return;
-      const page = await store.listMessagesAfter(sourceId, this.cursor, PAGE);
+      const settled = await store.settledMessageSeq();
       if (this.closed) return;
-      if (page.length === PAGE && (await store.countMessages(sourceId, this.cursor)) > MAX_LAG) {
-        await this.skipAhead();
-        continue;
-      }
+      const page = await store.listMessagesAfter(sourceId, this.cursor, PAGE, settled.seq);
+      if (this.closed) return;
+      if (page.length === PAGE && (await store.countMessages(sourceId, this.cursor)) > MAX_LAG && (await this.skipAhead(settled.seq))) continue;
+      if (this.closed) return;
       // One write a page: a write a message was one syscall a message.
       let events = '';
       for (const message of page) events += `id: ${message.seq}\ndata: ${entryJson(message)}\n\n`;
@@ -122,19 +129,39 @@ export class DebuggerStream {
         this.cursor = page.at(-1)!.seq;
         this.out.write(events);
       }
-      if (page.length < PAGE) return;
+      if (page.length < PAGE) {
+        // No notification comes when a running transaction ends: look again.
+        if (settled.settling) this.lookAgainSoon();
+        return;
+      }
     }
   }
 
-  /** Moves the cursor to just before the newest page of messages, and says how many were passed over. */
-  private async skipAhead(): Promise<void> {
+  private lookAgainSoon(): void {
+    if (this.lookAgain !== undefined || this.closed) return;
+    this.lookAgain = setTimeout(() => {
+      this.lookAgain = undefined;
+      this.pump();
+    }, SETTLING_POLL_MS);
+    this.lookAgain.unref();
+  }
+
+  /**
+   * Moves the cursor to just before the newest page of messages (no further
+   * than the settled seq), and says how many were passed over. False if it
+   * did not move (nothing lies between; closed meanwhile).
+   */
+  private async skipAhead(settled: number): Promise<boolean> {
     const { store, sourceId } = this.options;
     const newest = await store.listRecentMessages(sourceId, PAGE);
     const first = newest.at(-1);
-    if (first === undefined || this.closed) return;
-    const skipped = await store.countMessages(sourceId, this.cursor, first.seq);
-    if (this.closed) return;
-    this.cursor = first.seq - 1;
+    if (first === undefined || this.closed) return false;
+    const to = Math.min(first.seq - 1, settled);
+    if (to <= this.cursor) return false;
+    const skipped = await store.countMessages(sourceId, this.cursor, to + 1);
+    if (this.closed) return false;
+    this.cursor = to;
     this.out.write(`: skipped ${skipped} messages; this reader fell more than ${MAX_LAG} messages behind\n\n`);
+    return true;
   }
 }

@@ -78,7 +78,8 @@ export function storeAdminClient(store: Store, options: Pick<Config, 'allowPriva
 async function pollMessages(store: Store, sourceId: string, afterSeq: number, print: (entry: DebuggerEntry) => void, signal: AbortSignal): Promise<void> {
   let cursor = afterSeq;
   while (!signal.aborted) {
-    const page = await store.listMessagesAfter(sourceId, cursor, FOLLOW_PAGE);
+    // Up to the settled seq: a message committed late below the cursor would be passed over for good.
+    const page = await store.listMessagesAfter(sourceId, cursor, FOLLOW_PAGE, (await store.settledMessageSeq()).seq);
     for (const message of page) {
       print(viewMessage(message));
       cursor = message.seq;

@@ -189,13 +189,13 @@ export interface IngestStore {
   /** The source's most recent messages, newest first. */
   listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]>;
   /**
-   * The source's messages with `seq > afterSeq`, oldest first (seq
-   * ascending), at most `limit`. The debugger stream pages with it, passing
-   * the last seq it sent. On a multi-node store a transaction can commit
-   * after one holding a higher seq, so a reader whose cursor has passed may
-   * miss it; the debugger accepts that.
+   * The source's messages with `afterSeq < seq <= uptoSeq`, oldest first
+   * (seq ascending), at most `limit`. The debugger stream pages with it,
+   * passing the last seq it sent and {@link settledMessageSeq} as `uptoSeq`:
+   * on a multi-node store a transaction can commit after one holding a
+   * higher seq, and a reader whose cursor had passed it would miss it.
    */
-  listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]>;
+  listMessagesAfter(sourceId: string, afterSeq: number, limit: number, uptoSeq?: number): Promise<StoredMessage[]>;
   /**
    * How many of the source's messages have `afterSeq < seq < beforeSeq`
    * (no upper bound when `beforeSeq` is undefined). The debugger stream uses

@@ -414,6 +414,26 @@ await describePostgres('PostgreSQL store', () => {
       }
     });
 
+    it('settles, for callers asking at once, every seq committed before each of them asked', async () => {
+      // Reads are shared by callers at once (every debugger stream asks on
+      // every commit); one that joined a read already under way could get a
+      // highest seq read before its own commit.
+      await addSource(a, 'src_settled');
+      for (let round = 0; round < 5; round++) {
+        const reads: Array<Promise<void>> = [];
+        for (let i = 0; i < 4; i++) {
+          const [stored] = await a.appendMessages([storeEntry('src_settled')], 0);
+          const committed = stored!.seq;
+          reads.push(
+            a.settledMessageSeq().then((settled) => {
+              assert.ok(settled.seq >= committed, `settled ${settled.seq} below ${committed}, committed before asking`);
+            }),
+          );
+        }
+        await Promise.all(reads);
+      }
+    });
+
     it('reconnects a dropped LISTEN connection', async () => {
       const topics: StoreTopic[] = [];
       const unsubscribe = b.subscribe((topic) => topics.push(topic));

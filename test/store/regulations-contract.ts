@@ -71,6 +71,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.deepEqual((await store.listMessagesAfter(a.id, seqsOfA[1]!, 100)).map((m) => m.seq), seqsOfA.slice(2));
       assert.deepEqual((await store.listMessagesAfter(a.id, 0, 2)).map((m) => m.seq), seqsOfA.slice(0, 2));
       assert.deepEqual(await store.listMessagesAfter(a.id, seqsOfA[3]!, 100), []);
+      assert.deepEqual((await store.listMessagesAfter(a.id, 0, 100, seqsOfA[2])).map((m) => m.seq), seqsOfA.slice(0, 3), 'no further than uptoSeq');
       const rejected = (await store.listMessagesAfter(a.id, seqsOfA[1]!, 1))[0];
       assert.equal(rejected?.status, 'rejected');
       assert.equal(rejected?.reason, 'r');

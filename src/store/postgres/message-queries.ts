@@ -192,10 +192,11 @@ export async function listRecentMessages(pool: pg.Pool, sourceId: string, limit:
   return rows.map(toStoredMessage);
 }
 
-export async function listMessagesAfter(pool: pg.Pool, sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-  const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE source_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [
+export async function listMessagesAfter(pool: pg.Pool, sourceId: string, afterSeq: number, limit: number, uptoSeq: number): Promise<StoredMessage[]> {
+  const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE source_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`, [
     sourceId,
     afterSeq,
+    uptoSeq,
     limit,
   ]);
   return rows.map(toStoredMessage);

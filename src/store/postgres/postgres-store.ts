@@ -343,8 +343,8 @@ export class PostgresStore implements Store {
     return messages.listRecentMessages(this.pool, sourceId, limit);
   }
 
-  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-    return messages.listMessagesAfter(this.pool, sourceId, afterSeq, limit);
+  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number, uptoSeq = Number.MAX_SAFE_INTEGER): Promise<StoredMessage[]> {
+    return messages.listMessagesAfter(this.pool, sourceId, afterSeq, limit, uptoSeq);
   }
 
   async countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number> {

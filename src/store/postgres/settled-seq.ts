@@ -5,8 +5,8 @@ import type pg from 'pg';
  * `messages.seq` comes from an identity sequence, and `nextval` is not
  * transactional: a transaction can take seq 103, another take 105 and commit
  * first, and a reader then sees 105 without 103. A reader that moves a
- * cursor past 105 (Engage's stream) never sees 103. A rolled-back
- * transaction's seqs never appear at all.
+ * cursor past 105 (Engage's stream, the debugger's) never sees 103. A
+ * rolled-back transaction's seqs never appear at all.
  *
  * Settled: every seq at or below it is committed or never will be. Found in
  * three steps:
@@ -27,6 +27,9 @@ import type pg from 'pg';
  */
 export class SettledSeq {
   private settled = 0;
+  /** The read under way, and the one queued to start after it (shared by every caller meanwhile). */
+  private current: Promise<{ seq: number; settling: boolean }> | undefined;
+  private queued: Promise<{ seq: number; settling: boolean }> | undefined;
 
   constructor(
     /** How long one call waits for the writers running at B to end before it answers with what was settled before. */
@@ -38,7 +41,29 @@ export class SettledSeq {
    * The settled seq, and whether writers running now may still settle a
    * higher one (the caller should look again soon).
    */
-  async read(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+  read(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+    if (this.current === undefined) return this.start(pool);
+    // Callers at once share one read (each debugger stream asks on every
+    // commit). Not the read under way: it may have read the highest seq
+    // before the commit that made the caller ask. The next one starts after.
+    this.queued ??= this.current
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.start(pool);
+      });
+    return this.queued;
+  }
+
+  private start(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+    const run = this.readOnce(pool).finally(() => {
+      if (this.current === run) this.current = undefined;
+    });
+    this.current = run;
+    return run;
+  }
+
+  private async readOnce(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
     const allocated = await highestAllocated(pool);
     let running = await runningTransactions(pool);
     const deadline = Date.now() + this.waitMs;

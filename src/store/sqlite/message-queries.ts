@@ -23,7 +23,7 @@ export class MessageQueries {
   private readonly order: DeliveryOrder;
   private readonly keys: MessageKeyIndex;
   private readonly recent: Statement<[string, number], MessageRow>;
-  private readonly after: Statement<[string, number, number], MessageRow>;
+  private readonly after: Statement<[string, number, number, number], MessageRow>;
   private readonly countAfter: Statement<[string, number]>;
   private readonly countBetween: Statement<[string, number, number]>;
   private readonly appendAll: Transaction<(entries: readonly IngestEntry[], dedupeSince: number) => AppendResult[]>;
@@ -57,7 +57,7 @@ export class MessageQueries {
     this.order = new DeliveryOrder(db);
     this.keys = new MessageKeyIndex(db);
     this.recent = db.prepare(`SELECT * FROM messages WHERE source_id = ? ORDER BY seq DESC LIMIT ?`);
-    this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? ORDER BY seq LIMIT ?`);
+    this.after = db.prepare(`SELECT * FROM messages WHERE source_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`);
     this.countAfter = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ?`).pluck();
     this.countBetween = db.prepare(`SELECT count(*) FROM messages WHERE source_id = ? AND seq > ? AND seq < ?`).pluck();
     this.appendAll = db.transaction((entries: readonly IngestEntry[], dedupeSince: number) => {
@@ -170,8 +170,8 @@ export class MessageQueries {
     return this.recent.all(sourceId, limit).map(toStoredMessage);
   }
 
-  listAfter(sourceId: string, afterSeq: number, limit: number): StoredMessage[] {
-    return this.after.all(sourceId, afterSeq, limit).map(toStoredMessage);
+  listAfter(sourceId: string, afterSeq: number, limit: number, uptoSeq: number): StoredMessage[] {
+    return this.after.all(sourceId, afterSeq, uptoSeq, limit).map(toStoredMessage);
   }
 
   count(sourceId: string, afterSeq: number, beforeSeq: number | undefined): number {

@@ -408,8 +408,8 @@ export class SqliteStore implements Store {
     return this.messages.listRecent(sourceId, limit);
   }
 
-  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number): Promise<StoredMessage[]> {
-    return this.messages.listAfter(sourceId, afterSeq, limit);
+  async listMessagesAfter(sourceId: string, afterSeq: number, limit: number, uptoSeq = Number.MAX_SAFE_INTEGER): Promise<StoredMessage[]> {
+    return this.messages.listAfter(sourceId, afterSeq, limit, uptoSeq);
   }
 
   async countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number> {
