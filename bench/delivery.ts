@@ -112,6 +112,9 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
     // The same floor on the proposed delivery log (a cursor per destination,
     // no row per delivery): what a cheaper queue would leave of the store's part.
     let logFloor: SideFigures | undefined;
+    // And the log keeping every success's attempt (one JSON row per cursor
+    // step), which the design needs for "one delivery with every attempt".
+    let logSuccessesFloor: SideFigures | undefined;
     if (options.store !== 'postgres') {
       await maybeWaitQuiet(context, name);
       await rig.receiver.reset({ phase: 'store-floor', marks, latency: false });
@@ -121,6 +124,10 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
       await rig.receiver.reset({ phase: 'log-floor', marks, latency: false });
       log(`${name}: delivery-log floor (messages read after a cursor, the cursor written, signing and undici POSTs only)`);
       logFloor = await runPoster(context, rig, concurrency, plan, LOG_FLOOR_SIDE);
+      await maybeWaitQuiet(context, name);
+      await rig.receiver.reset({ phase: 'log-successes-floor', marks, latency: false });
+      log(`${name}: delivery-log floor keeping successes (the same, plus one row of attempts per cursor step)`);
+      logSuccessesFloor = await runPoster(context, rig, concurrency, plan, LOG_SUCCESSES_FLOOR_SIDE);
     }
 
     const baselineRate = baselines.reduce((sum, side) => sum + side.deliveriesPerSec, 0) / baselines.length;
@@ -166,6 +173,10 @@ async function runThroughput(context: BenchContext): Promise<BenchReport> {
         ...logFloor,
         ratio: baselineRate > 0 ? round(logFloor.deliveriesPerSec / baselineRate, 3) : 0,
       },
+      logSuccessesFloor: logSuccessesFloor && {
+        ...logSuccessesFloor,
+        ratio: baselineRate > 0 ? round(logSuccessesFloor.deliveriesPerSec / baselineRate, 3) : 0,
+      },
       roundRatios: baselines.map((side) => (side.deliveriesPerSec > 0 ? round(switchyard.deliveriesPerSec / side.deliveriesPerSec, 3) : 0)),
       // Deliveries per CPU-second of the sending process, Switchyard ÷ poster: robust to other processes taking the server CPU.
       cpuNormalizedRatio: cpuNormalized(switchyard, baselines),
@@ -194,6 +205,7 @@ interface PosterSide {
 const POSTER_SIDE: PosterSide = { script: POSTER, label: 'the baseline poster' };
 const FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the store floor' };
 const LOG_FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the delivery-log floor', extraArgs: ['log'] };
+const LOG_SUCCESSES_FLOOR_SIDE: PosterSide = { script: FLOOR, label: 'the delivery-log floor keeping successes', extraArgs: ['log-successes'] };
 
 /**
  * One round of a side in Switchyard's place: the baseline poster POSTs the

@@ -28,8 +28,14 @@
  * the deliveries before it complete, batched as outcomes are. A failure
  * or a retry would be a row of its own; this backlog has none.
  *
+ * With `log-successes` it drains the delivery log and also keeps every
+ * success's attempt, as the design's `delivery_successes` does
+ * (docs/design/delivery-log.md): one row per cursor step, in the same
+ * transaction, holding the attempts of the seqs the cursor passed as JSON.
+ * Its attempts are those the claims floor records (time, URL, status).
+ *
  * Speaks the poster's protocol (PosterArgs in, PosterLine out).
- * Usage: node dist/bench/lib/delivery-floor.js '<PosterArgs JSON>' [log]
+ * Usage: node dist/bench/lib/delivery-floor.js '<PosterArgs JSON>' [log | log-successes]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,7 +46,7 @@ import { webhookBody } from '../../src/domain/webhook-payload.js';
 import { signBody } from '../../src/delivery/signer.js';
 import { defaultWorkerLimits } from '../../src/delivery/delivery-worker.js';
 import { loadConfig } from '../../src/config.js';
-import type { SourceRecord } from '../../src/store/records.js';
+import type { AttemptRecord, SourceRecord } from '../../src/store/records.js';
 import type { DeliveryOutcome } from '../../src/store/store.js';
 import { SQLITE_FILE, SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { appendBacklog, entryMaker } from './delivery-bodies.js';
@@ -172,26 +178,50 @@ async function drainClaims(drain: Drain, store: SqliteStore, leaseMs: number): P
   await outcomes.flush();
 }
 
+/** A delivery the log's cursor passed: its seq and its one (successful) attempt. */
+interface Passed {
+  readonly seq: number;
+  readonly attempt: AttemptRecord;
+}
+
 /**
  * The delivery log: the source's accepted messages after a cursor, and the
  * cursor moved past every delivery before it that has completed. Reads
- * take no write lock; the only write is the cursor's one row per batch.
+ * take no write lock; the only write is the cursor's one row per batch,
+ * and with `keepSuccesses` one `delivery_successes` row beside it.
  */
-async function drainLog(drain: Drain, dataDir: string, sourceId: string): Promise<void> {
+async function drainLog(drain: Drain, dataDir: string, sourceId: string, keepSuccesses: boolean): Promise<void> {
   const db = new Database(path.join(dataDir, SQLITE_FILE));
   try {
     db.exec(`CREATE TABLE delivery_log_cursor (destination TEXT PRIMARY KEY, seq INTEGER NOT NULL)`);
+    db.exec(`CREATE TABLE delivery_successes (
+      source_id TEXT NOT NULL, destination TEXT NOT NULL,
+      to_seq INTEGER NOT NULL, from_seq INTEGER NOT NULL, at INTEGER NOT NULL, attempts TEXT NOT NULL,
+      PRIMARY KEY (source_id, destination, to_seq)) WITHOUT ROWID`);
     db.prepare(`INSERT INTO delivery_log_cursor VALUES ('webhooks', 0)`).run();
     const page = db.prepare<[string, number, number], { seq: number; body: string }>(
       `SELECT seq, body FROM messages WHERE source_id = ? AND seq > ? AND status = 'accepted' ORDER BY seq LIMIT ?`,
     );
     const moveCursor = db.prepare<[number]>(`UPDATE delivery_log_cursor SET seq = ? WHERE destination = 'webhooks'`);
+    const addSuccesses = db.prepare<[string, number, number, number, string]>(
+      `INSERT INTO delivery_successes (source_id, destination, to_seq, from_seq, at, attempts) VALUES (?, 'webhooks', ?, ?, ?, ?)`,
+    );
+    let cursorAt = 0;
+    const step = db.transaction((batch: readonly Passed[]) => {
+      const to = batch[batch.length - 1]!.seq;
+      moveCursor.run(to);
+      // As the design's rows: [[seq, slot, firstAttemptAt, [attempt]], …] for the seqs in (from, to].
+      const attempts = batch.map(({ seq, attempt }) => [seq, 0, attempt.at, [attempt]]);
+      addSuccesses.run(sourceId, to, cursorAt, Date.now(), JSON.stringify(attempts));
+      cursorAt = to;
+    });
     // Seqs read and not yet completed, in order: the cursor may pass only completed ones.
     const open: number[] = [];
-    const completed = new Set<number>();
+    const completed = new Map<number, AttemptRecord>();
     let readUpTo = 0;
-    const cursor = batchedWriter<number>(async (batch) => {
-      moveCursor.run(Math.max(...batch));
+    const cursor = batchedWriter<Passed>(async (batch) => {
+      if (keepSuccesses) step(batch);
+      else moveCursor.run(batch[batch.length - 1]!.seq);
     });
     await keepInFlight(
       drain,
@@ -202,11 +232,13 @@ async function drainLog(drain: Drain, dataDir: string, sourceId: string): Promis
         return rows;
       },
       async (row) => {
-        await deliverOne(drain, row.body);
-        completed.add(row.seq);
-        let passed: number | undefined;
-        while (open.length > 0 && completed.delete(open[0]!)) passed = open.shift();
-        if (passed !== undefined) cursor.add(passed);
+        const statusCode = await deliverOne(drain, row.body);
+        completed.set(row.seq, { at: Date.now(), url: drain.args.url, statusCode, durationMs: 0 });
+        while (open.length > 0 && completed.has(open[0]!)) {
+          const seq = open.shift()!;
+          cursor.add({ seq, attempt: completed.get(seq)! });
+          completed.delete(seq);
+        }
       },
     );
     await cursor.flush();
@@ -217,9 +249,10 @@ async function drainLog(drain: Drain, dataDir: string, sourceId: string): Promis
 
 async function main(): Promise<void> {
   const raw = process.argv[2];
-  if (raw === undefined) throw new Error('usage: delivery-floor <PosterArgs JSON> [log]');
+  if (raw === undefined) throw new Error('usage: delivery-floor <PosterArgs JSON> [log | log-successes]');
   const args = JSON.parse(raw) as PosterArgs;
-  const queue = process.argv[3] === 'log' ? 'log' : 'claims';
+  const queue = process.argv[3] ?? 'claims';
+  if (!['claims', 'log', 'log-successes'].includes(queue)) throw new Error(`unknown queue ${JSON.stringify(queue)}: claims, log or log-successes`);
   const { maxInFlight, leaseMs } = defaultWorkerLimits(loadConfig({}, {}));
 
   const prepareStarted = performance.now();
@@ -235,7 +268,7 @@ async function main(): Promise<void> {
 
     const agent = new Agent({ connections: args.concurrency });
     const drain: Drain = { args, agent, target: new URL(args.url), tally: new PostTally(), maxInFlight };
-    if (queue === 'log') await drainLog(drain, dataDir, source.id);
+    if (queue === 'log' || queue === 'log-successes') await drainLog(drain, dataDir, source.id, queue === 'log-successes');
     else await drainClaims(drain, store, leaseMs);
 
     const done = drain.tally.done();
