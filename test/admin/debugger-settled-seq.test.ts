@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
-import pg from 'pg';
+import type pg from 'pg';
 import { SseReader } from '../helpers/sse.js';
-import { describePostgres, freshDatabase, query, type FreshDatabase } from '../helpers/postgres.js';
+import { describePostgres, freshDatabase, holdMessageInsert, query, type FreshDatabase } from '../helpers/postgres.js';
 import { TEST_ADMIN_TOKEN, eventually, startTestSwitchyard, type TestSwitchyard } from '../helpers/switchyard.js';
 
 /**
@@ -38,18 +38,8 @@ await describePostgres('The live debugger and a message transaction that commits
     const [first] = await reader.events(1);
     assert.equal(first!.data.message.event, 'first');
 
-    // A writer that takes a seq and stalls before its commit, as a processing
-    // transaction does while its commit waits on a slow disk: the stored
-    // message of the first track, under another messageId.
-    const [stored] = await query<{ body: string }>(db.url, `SELECT body FROM messages WHERE message_id = 'first'`);
-    const body = JSON.stringify({ ...(JSON.parse(stored!.body) as object), event: 'held', messageId: 'held' });
-    held = new pg.Client({ connectionString: db.url });
-    await held.connect();
-    await held.query('BEGIN; SELECT txid_current()');
-    await held.query(
-      `INSERT INTO messages (source_id, status, type, message_id, user_id, received_at, body) VALUES ($1, 'accepted', 'track', 'held', 'u1', $2, $3)`,
-      [source.id, Date.now(), body],
-    );
+    // The first track again as 'held', in a transaction that stalls before its commit.
+    held = await holdMessageInsert(db.url, 'first', { messageId: 'held', event: 'held' });
 
     // Two more messages commit above the held seq.
     for (const event of ['second', 'third']) assert.equal((await track(event)).status, 200);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, it } from 'node:test';
-import pg from 'pg';
-import { describePostgres, freshDatabase, query, type FreshDatabase } from '../helpers/postgres.js';
+import type pg from 'pg';
+import { describePostgres, freshDatabase, holdMessageInsert, query, type FreshDatabase } from '../helpers/postgres.js';
 import { eventually, startTestSwitchyard, type TestSwitchyard } from '../helpers/switchyard.js';
 
 /**
@@ -40,18 +40,8 @@ await describePostgres('Engage and a message transaction that commits late (Post
     assert.equal((await order(1)).status, 200);
     await eventually(async () => ((await orders()) === 1 ? true : undefined), 10_000, 'the first order counted');
 
-    // A writer that takes a seq and stalls before its commit, as a processing
-    // transaction does while its commit waits on a slow disk: the stored
-    // message of order 1, sent again under another messageId.
-    const [stored] = await query<{ body: string }>(db.url, `SELECT body FROM messages WHERE message_id = 'order-1'`);
-    const body = JSON.stringify({ ...(JSON.parse(stored!.body) as object), messageId: 'order-held' });
-    held = new pg.Client({ connectionString: db.url });
-    await held.connect();
-    await held.query('BEGIN; SELECT txid_current()');
-    await held.query(
-      `INSERT INTO messages (source_id, status, type, message_id, user_id, received_at, body) VALUES ($1, 'accepted', 'track', 'order-held', 'u1', $2, $3)`,
-      [source.id, Date.now(), body],
-    );
+    // Order 1 again under another messageId, in a transaction that stalls before its commit.
+    held = await holdMessageInsert(db.url, 'order-1', { messageId: 'order-held' });
 
     // Three more orders commit above the held seq.
     for (const n of [2, 3, 4]) assert.equal((await order(n)).status, 200);

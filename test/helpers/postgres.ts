@@ -116,6 +116,37 @@ export async function query<R extends pg.QueryResultRow>(url: string, sql: strin
   }
 }
 
+/**
+ * A writer that takes a message seq and stalls before its commit, as a
+ * processing transaction does while its commit waits on a slow disk: the
+ * stored message `copyOf` (a messageId) again, with `changes` to its body and
+ * its new messageId, inserted by a transaction left open. It takes its
+ * transaction id first, as every transaction of Switchyard's that inserts
+ * messages does. `COMMIT` on the client ends it; end the client after.
+ */
+export async function holdMessageInsert(url: string, copyOf: string, changes: { readonly messageId: string; readonly event?: string }): Promise<pg.Client> {
+  const [stored] = await query<{ source_id: string; type: string; user_id: string | null; body: string }>(
+    url,
+    `SELECT source_id, type, user_id, body FROM messages WHERE message_id = $1`,
+    [copyOf],
+  );
+  if (stored === undefined) throw new Error(`no stored message ${copyOf}`);
+  const body = JSON.stringify({ ...(JSON.parse(stored.body) as object), ...changes });
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+  await client.connect();
+  try {
+    await client.query('BEGIN; SELECT txid_current()');
+    await client.query(
+      `INSERT INTO messages (source_id, status, type, message_id, user_id, received_at, body) VALUES ($1, 'accepted', $2, $3, $4, $5, $6)`,
+      [stored.source_id, stored.type, changes.messageId, stored.user_id, Date.now(), body],
+    );
+    return client;
+  } catch (error) {
+    await client.end();
+    throw error;
+  }
+}
+
 /** Backend pids of the sessions LISTENing on `url`'s database (their last statement was the LISTEN), one per store. */
 export async function listenerPids(url: string): Promise<number[]> {
   const rows = await query<{ pid: number }>(
