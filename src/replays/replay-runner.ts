@@ -140,7 +140,12 @@ export class ReplayRunner {
     const filters = directory.webhookFilters(replay.sourceId);
     // Without a selection nearly every message goes out: read no more than fit (bodies are most of a step's cost).
     const selective = replay.types !== undefined || replay.events !== undefined || filters.length > 0;
-    const page = room === 0 ? [] : await store.listMessagesAfter(replay.sourceId, replay.cursor, selective ? PAGE : room);
+    // Up to the settled seq: where a seq can commit after a higher one
+    // (PostgreSQL), a cursor moved past it would never come back for it.
+    const settled = room === 0 ? undefined : await store.settledMessageSeq();
+    const page = settled === undefined ? [] : await store.listMessagesAfter(replay.sourceId, replay.cursor, selective ? PAGE : room, settled.seq);
+    // Nothing settled past the cursor yet, but writers running now may add some: look again next step.
+    if (settled?.settling === true && page.length === 0) return 0;
     // Past the range: every message of the page arrived at or after `to`.
     if (room > 0 && (page.length === 0 || page.every((message) => message.receivedAt >= replay.to))) {
       if (pending === 0) {
