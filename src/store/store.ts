@@ -190,8 +190,8 @@ export interface IngestStore {
   listRecentMessages(sourceId: string, limit: number): Promise<StoredMessage[]>;
   /**
    * The source's messages with `afterSeq < seq <= uptoSeq`, oldest first
-   * (seq ascending), at most `limit`. The debugger stream pages with it,
-   * passing the last seq it sent and {@link settledMessageSeq} as `uptoSeq`:
+   * (seq ascending), at most `limit`. The debugger stream and replays page
+   * with it, passing their cursor and {@link settledMessageSeq} as `uptoSeq`:
    * on a multi-node store a transaction can commit after one holding a
    * higher seq, and a reader whose cursor had passed it would miss it.
    */

@@ -5,8 +5,8 @@ import type pg from 'pg';
  * `messages.seq` comes from an identity sequence, and `nextval` is not
  * transactional: a transaction can take seq 103, another take 105 and commit
  * first, and a reader then sees 105 without 103. A reader that moves a
- * cursor past 105 (Engage's stream, the debugger's) never sees 103. A
- * rolled-back transaction's seqs never appear at all.
+ * cursor past 105 (Engage's stream, the debugger's, a replay's) never sees
+ * 103. A rolled-back transaction's seqs never appear at all.
  *
  * Settled: every seq at or below it is committed or never will be. Found in
  * three steps:
