@@ -101,12 +101,11 @@ export class DebuggerAdmin {
       if (!Number.isSafeInteger(cursor)) throw new ApiError('invalid_request', 'Last-Event-ID must be the id of an event (a message seq)');
     }
     await this.requireSource(sourceId);
-    if (cursor !== undefined) return cursor;
-    // From the newest message, or from the settled seq if that is lower: a
-    // message whose transaction is still running has a lower seq than the
-    // newest and shows when it commits, after the client connected.
-    const newest = (await this.store.listRecentMessages(sourceId, 1))[0]?.seq ?? 0;
-    return Math.min(newest, (await this.store.settledMessageSeq()).seq);
+    // From the newest message: one whose transaction is still running with a
+    // lower seq arrived before the client connected. (Starting from the
+    // settled seq instead would replay what committed before, all of it
+    // while that seq is still unknown.)
+    return cursor ?? (await this.store.listRecentMessages(sourceId, 1))[0]?.seq ?? 0;
   }
 
   async requireSource(sourceId: string): Promise<void> {

@@ -102,7 +102,8 @@ export class DebuggerStream {
     this.again = false;
     this.send()
       .catch((error: unknown) => {
-        this.options.onError(error);
+        // A read still under way when the stream closed (the server stopping) fails on its own.
+        if (!this.closed) this.options.onError(error);
         this.close();
       })
       .finally(() => {
@@ -120,7 +121,8 @@ export class DebuggerStream {
       if (this.closed) return;
       const page = await store.listMessagesAfter(sourceId, this.cursor, PAGE, settled.seq);
       if (this.closed) return;
-      if (page.length === PAGE && (await store.countMessages(sourceId, this.cursor)) > MAX_LAG && (await this.skipAhead(settled.seq))) continue;
+      const behind = page.length === PAGE && (await store.countMessages(sourceId, this.cursor, settled.seq + 1)) > MAX_LAG;
+      if (behind && (await this.skipAhead(settled.seq))) continue;
       if (this.closed) return;
       // One write a page: a write a message was one syscall a message.
       let events = '';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/migrations.js';
 import { SchemaTooNewError } from '../../src/store/schema-error.js';
@@ -431,6 +432,41 @@ await describePostgres('PostgreSQL store', () => {
           );
         }
         await Promise.all(reads);
+      }
+    });
+
+    it('settles a seq once the writers it waited for have ended, though other writers overlap every read', async () => {
+      // Writers that each outlast a read's wait but overlap one another (nodes
+      // queued on processing's advisory lock) used to keep every read from
+      // settling anything: each waited for whoever ran at its own start.
+      await addSource(a, 'src_overlap');
+      const clients: pg.Client[] = [];
+      const hold = async (): Promise<{ client: pg.Client; seq: number }> => {
+        const client = new pg.Client({ connectionString: db.url });
+        clients.push(client);
+        await client.connect();
+        await client.query('BEGIN; SELECT txid_current()');
+        const { rows } = await client.query<{ seq: string }>(
+          `INSERT INTO messages (source_id, status, type, received_at, body) VALUES ('src_overlap', 'accepted', 'track', $1, '{}') RETURNING seq`,
+          [T0],
+        );
+        return { client, seq: Number(rows[0]!.seq) };
+      };
+      try {
+        let writer = await hold();
+        for (let round = 0; round < 3; round++) {
+          const before = await a.settledMessageSeq();
+          assert.ok(before.seq < writer.seq && before.settling, `settled ${before.seq} while ${writer.seq} is held`);
+          const next = await hold(); // starts before the previous one ends
+          await writer.client.query('COMMIT');
+          const after = await a.settledMessageSeq();
+          assert.ok(after.seq >= writer.seq, `settled ${after.seq}, not yet ${writer.seq}, whose writer ended (round ${round})`);
+          assert.ok(after.seq < next.seq && after.settling, 'not past the seq still held');
+          writer = next;
+        }
+        await writer.client.query('COMMIT');
+      } finally {
+        for (const client of clients) await client.end().catch(() => {});
       }
     });
 

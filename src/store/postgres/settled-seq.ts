@@ -13,6 +13,9 @@ import type pg from 'pg';
  *   A. read the highest seq handed out so far, L;
  *   B. then (a statement after A returned) list the transaction ids running now;
  *   C. once none of them is running any more, L is settled.
+ * A read waits for C a short while; if it is not reached, L and the ids are
+ * kept, and a later read settles L as soon as those transactions have
+ * ended, whatever else runs by then.
  * A transaction holding a seq at or below L took it before A. If it already
  * had its transaction id then (see {@link WRITE_BEGIN}), it was running at B
  * or had ended; after C it has ended: its seqs are visible to any statement
@@ -27,6 +30,15 @@ import type pg from 'pg';
  */
 export class SettledSeq {
   private settled = 0;
+  /**
+   * Highest seqs read earlier that are not settled yet, oldest first, each
+   * with the writers it still waits for. Kept from read to read: a read
+   * waits at most `waitMs`, and writers that each last longer but overlap
+   * (nodes queued on processing's advisory lock, which they wait for after
+   * taking their transaction id) would otherwise keep every read from
+   * settling anything, for good.
+   */
+  private readonly candidates: Array<{ readonly seq: number; readonly waitingFor: Set<string> }> = [];
   /** The read under way, and the one queued to start after it (shared by every caller meanwhile). */
   private current: Promise<{ seq: number; settling: boolean }> | undefined;
   private queued: Promise<{ seq: number; settling: boolean }> | undefined;
@@ -65,16 +77,35 @@ export class SettledSeq {
 
   private async readOnce(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
     const allocated = await highestAllocated(pool);
-    let running = await runningTransactions(pool);
+    const running = new Set(await runningTransactions(pool));
+    // What earlier reads waited for and that is no longer running has ended.
+    for (const candidate of this.candidates) for (const xid of candidate.waitingFor) if (!running.has(xid)) candidate.waitingFor.delete(xid);
+    this.candidates.push({ seq: allocated, waitingFor: running });
+    if (this.candidates.length > MAX_CANDIDATES) this.candidates.shift();
     const deadline = Date.now() + this.waitMs;
-    while (running.length > 0 && Date.now() < deadline) {
+    while (running.size > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, this.pollMs));
-      running = await stillRunning(pool, running);
+      const still = new Set(await stillRunning(pool, [...this.waitedFor()]));
+      for (const candidate of this.candidates) for (const xid of candidate.waitingFor) if (!still.has(xid)) candidate.waitingFor.delete(xid);
     }
-    if (running.length === 0) this.settled = Math.max(this.settled, allocated);
-    return { seq: this.settled, settling: running.length > 0 };
+    // Seqs only grow, so the last candidate whose writers have all ended settles every one before it.
+    const last = this.candidates.findLastIndex((candidate) => candidate.waitingFor.size === 0);
+    if (last >= 0) {
+      this.settled = Math.max(this.settled, this.candidates[last]!.seq);
+      this.candidates.splice(0, last + 1);
+    }
+    return { seq: this.settled, settling: this.candidates.length > 0 };
+  }
+
+  private waitedFor(): Set<string> {
+    const all = new Set<string>();
+    for (const candidate of this.candidates) for (const xid of candidate.waitingFor) all.add(xid);
+    return all;
   }
 }
+
+/** Unsettled highest seqs kept at most; dropping the oldest only delays what is settled (a later one settles it too). */
+const MAX_CANDIDATES = 32;
 
 /**
  * How every transaction that may insert messages begins: it takes its
