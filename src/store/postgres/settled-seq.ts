@@ -77,16 +77,23 @@ export class SettledSeq {
 
   private async readOnce(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
     const allocated = await highestAllocated(pool);
+    // Only candidates kept before the list was asked for may be pruned by
+    // it: one another read pushes meanwhile may wait for a transaction that
+    // began after this list was taken.
+    const earlier = [...this.candidates];
     const running = new Set(await runningTransactions(pool));
     // What earlier reads waited for and that is no longer running has ended.
-    for (const candidate of this.candidates) for (const xid of candidate.waitingFor) if (!running.has(xid)) candidate.waitingFor.delete(xid);
+    for (const candidate of earlier) for (const xid of candidate.waitingFor) if (!running.has(xid)) candidate.waitingFor.delete(xid);
     this.candidates.push({ seq: allocated, waitingFor: running });
-    if (this.candidates.length > MAX_CANDIDATES) this.candidates.shift();
+    // Full: drop the newest but one, never the oldest (the nearest to settling).
+    if (this.candidates.length > MAX_CANDIDATES) this.candidates.splice(-2, 1);
     const deadline = Date.now() + this.waitMs;
     while (running.size > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, this.pollMs));
-      const still = new Set(await stillRunning(pool, [...this.waitedFor()]));
-      for (const candidate of this.candidates) for (const xid of candidate.waitingFor) if (!still.has(xid)) candidate.waitingFor.delete(xid);
+      // Only what was asked about: another read may push candidates while this one waits.
+      const asked = this.waitedFor();
+      const still = new Set(await stillRunning(pool, [...asked]));
+      for (const candidate of this.candidates) for (const xid of candidate.waitingFor) if (asked.has(xid) && !still.has(xid)) candidate.waitingFor.delete(xid);
     }
     // Seqs only grow, so the last candidate whose writers have all ended settles every one before it.
     const last = this.candidates.findLastIndex((candidate) => candidate.waitingFor.size === 0);
@@ -104,7 +111,7 @@ export class SettledSeq {
   }
 }
 
-/** Unsettled highest seqs kept at most; dropping the oldest only delays what is settled (a later one settles it too). */
+/** Unsettled highest seqs kept at most; dropping one only delays what is settled (a later one settles it too). */
 const MAX_CANDIDATES = 32;
 
 /**
