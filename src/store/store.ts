@@ -353,6 +353,12 @@ export interface ReplayStore {
 }
 
 /** Engage: computations, profiles, the evaluator's stream cursor and lease. */
+/** See {@link EngageStore.settledMessageSeq}. */
+export interface SettledSeqRead {
+  readonly seq: number;
+  readonly settling: boolean;
+}
+
 export interface EngageStore {
   // --- engage: computed traits, audiences and profiles ---------------------------------
   // One evaluator at a time walks the message stream (it holds the Engage
@@ -400,7 +406,7 @@ export interface EngageStore {
    * one; `settling` is true while transactions running now may settle a
    * higher seq (look again soon). The embedded store: no bound.
    */
-  settledMessageSeq(): Promise<{ seq: number; settling: boolean }>;
+  settledMessageSeq(): Promise<SettledSeqRead>;
   /** The stored messages with these seqs that still exist, newest first. */
   getMessagesBySeq(seqs: readonly number[]): Promise<StoredMessage[]>;
   /** The last message seq the evaluator has applied (0 at first). */

@@ -38,6 +38,7 @@ import type {
   ReplayPage,
   ReplayRecord,
   RequeueFilter,
+  SettledSeqRead,
   SourcePatch,
   SourceRecord,
   Store,
@@ -575,7 +576,7 @@ export class PostgresStore implements Store {
     return engage.listProfileIds(this.pool, afterId, limit);
   }
 
-  async settledMessageSeq(): Promise<{ seq: number; settling: boolean }> {
+  async settledMessageSeq(): Promise<SettledSeqRead> {
     return this.settledSeq.read(this.pool);
   }
 

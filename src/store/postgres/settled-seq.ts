@@ -1,5 +1,6 @@
 // How far the message stream can be read without a later commit filling a gap below what was read.
 import type pg from 'pg';
+import type { SettledSeqRead } from '../store.js';
 
 /**
  * `messages.seq` comes from an identity sequence, and `nextval` is not
@@ -40,8 +41,8 @@ export class SettledSeq {
    */
   private readonly candidates: Array<{ readonly seq: number; readonly waitingFor: Set<string> }> = [];
   /** The read under way, and the one queued to start after it (shared by every caller meanwhile). */
-  private current: Promise<{ seq: number; settling: boolean }> | undefined;
-  private queued: Promise<{ seq: number; settling: boolean }> | undefined;
+  private current: Promise<SettledSeqRead> | undefined;
+  private queued: Promise<SettledSeqRead> | undefined;
 
   constructor(
     /** How long one call waits for the writers running at B to end before it answers with what was settled before. */
@@ -53,7 +54,7 @@ export class SettledSeq {
    * The settled seq, and whether writers running now may still settle a
    * higher one (the caller should look again soon).
    */
-  read(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+  read(pool: pg.Pool): Promise<SettledSeqRead> {
     if (this.current === undefined) return this.start(pool);
     // Callers at once share one read (each debugger stream asks on every
     // commit). Not the read under way: it may have read the highest seq
@@ -67,7 +68,7 @@ export class SettledSeq {
     return this.queued;
   }
 
-  private start(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+  private start(pool: pg.Pool): Promise<SettledSeqRead> {
     const run = this.readOnce(pool).finally(() => {
       if (this.current === run) this.current = undefined;
     });
@@ -75,7 +76,7 @@ export class SettledSeq {
     return run;
   }
 
-  private async readOnce(pool: pg.Pool): Promise<{ seq: number; settling: boolean }> {
+  private async readOnce(pool: pg.Pool): Promise<SettledSeqRead> {
     const allocated = await highestAllocated(pool);
     // Only candidates kept before the list was asked for may be pruned by
     // it: one another read pushes meanwhile may wait for a transaction that

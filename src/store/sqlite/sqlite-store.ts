@@ -36,6 +36,7 @@ import type {
   ReplayPage,
   ReplayRecord,
   RequeueFilter,
+  SettledSeqRead,
   SourcePatch,
   SourceRecord,
   Store,
@@ -638,7 +639,7 @@ export class SqliteStore implements Store {
   }
 
   /** One writer hands out seqs inside its write lock: a commit never shows a seq above one still to come. */
-  async settledMessageSeq(): Promise<{ seq: number; settling: boolean }> {
+  async settledMessageSeq(): Promise<SettledSeqRead> {
     return { seq: Number.MAX_SAFE_INTEGER, settling: false };
   }
 
