@@ -33,6 +33,18 @@ const STEP_MS = 10;
  * pending): fewer, larger commits, so the replay takes the write lock less often.
  */
 const MIN_ROOM = 4;
+/**
+ * How often a replay that has sent its whole range so far looks again
+ * while the range may still grow (its `to` is ahead, or requests
+ * acknowledged before it wait for processing): no need for STEP_MS's pace.
+ */
+const RANGE_WAIT_MS = 200;
+
+/** What one step of a replay did: deliveries queued, and whether it only waits for its range to be complete. */
+interface StepResult {
+  readonly queued: number;
+  readonly waitingForRange: boolean;
+}
 
 /**
  * Queues the deliveries of running replays, a page at a time, in seq order
@@ -59,6 +71,8 @@ export class ReplayRunner {
    */
   private replays: ReplayRecord[] | undefined;
   private readAt = 0;
+  /** Per running replay whose `to` has passed: the raw seq its range waits for (see {@link rangeComplete}). */
+  private readonly rawMarks = new Map<string, number>();
 
   constructor(private readonly options: ReplayRunnerOptions) {}
 
@@ -87,20 +101,20 @@ export class ReplayRunner {
     }
     clearTimeout(this.timer);
     this.running = (async () => {
-      let busy = false;
+      let state: PassState = 'idle';
       try {
         this.window = nextReplayWindow(this.window, lateMs);
         do {
           this.again = false;
-          busy = await this.pass();
+          state = await this.pass();
         } while (this.again && !this.stopped);
       } catch (error) {
         this.replays = undefined;
         this.options.onError(error);
       } finally {
         this.running = undefined;
-        if (!busy) this.window = REPLAY_WINDOW.start;
-        this.schedule(busy ? STEP_MS : this.options.pollMs);
+        if (state !== 'busy') this.window = REPLAY_WINDOW.start;
+        this.schedule(state === 'busy' ? STEP_MS : state === 'waiting' ? RANGE_WAIT_MS : this.options.pollMs);
       }
     })();
   }
@@ -112,52 +126,67 @@ export class ReplayRunner {
     this.timer.unref();
   }
 
-  /** One step of every running replay; resolves whether any is still running. */
-  private async pass(): Promise<boolean> {
+  /**
+   * One step of every running replay; resolves `busy` while one has more to
+   * send, `waiting` when all wait for their range to be complete, `idle`
+   * when none is running.
+   */
+  private async pass(): Promise<PassState> {
     const { store, pollMs } = this.options;
     if (this.replays === undefined || performance.now() - this.readAt >= pollMs) {
       this.replays = await store.listRunningReplays();
       this.readAt = performance.now();
+      for (const id of this.rawMarks.keys()) if (!this.replays.some((replay) => replay.id === id)) this.rawMarks.delete(id);
     }
     const replays = this.replays;
-    if (replays.length === 0) return false;
+    if (replays.length === 0) return 'idle';
     // One window for all of this node's replays, the oldest served first.
     const pending: number[] = [];
     for (const replay of replays) pending.push(await store.countPendingReplayDeliveries(replay.id));
     let free = this.window - pending.reduce((sum, n) => sum + n, 0);
+    let busy = false;
     for (const [index, replay] of replays.entries()) {
       if (this.stopped) break;
       const room = Math.min(PAGE, Math.max(0, free));
-      if (pending[index]! > 0 && room < MIN_ROOM) continue;
-      free -= await this.step(replay, pending[index]!, room);
+      if (pending[index]! > 0 && room < MIN_ROOM) {
+        busy = true;
+        continue;
+      }
+      const step = await this.step(replay, pending[index]!, room);
+      free -= step.queued;
+      if (!step.waitingForRange) busy = true;
     }
-    return true;
+    return busy ? 'busy' : 'waiting';
   }
 
-  /** Queues up to `room` deliveries of one replay, or ends it once it is past its range; resolves how many it queued. */
-  private async step(replay: ReplayRecord, pending: number, room: number): Promise<number> {
+  /**
+   * Queues up to `room` deliveries of one replay, or ends it once it has
+   * sent its whole range and the range is complete (see {@link rangeComplete}).
+   */
+  private async step(replay: ReplayRecord, pending: number, room: number): Promise<StepResult> {
     const { store, directory, suppressions, now } = this.options;
     const filters = directory.webhookFilters(replay.sourceId);
     // Without a selection nearly every message goes out: read no more than fit (bodies are most of a step's cost).
     const selective = replay.types !== undefined || replay.events !== undefined || filters.length > 0;
-    // Up to the settled seq: where a seq can commit after a higher one
-    // (PostgreSQL), a cursor moved past it would never come back for it.
-    const settled = room === 0 ? undefined : await store.settledMessageSeq();
-    const page = settled === undefined ? [] : await store.listMessagesAfter(replay.sourceId, replay.cursor, selective ? PAGE : room, settled.seq);
+    const limit = selective ? PAGE : room;
+    const page = room === 0 ? [] : await this.readPage(replay, limit);
     // Nothing settled past the cursor yet, but writers running now may add some: look again next step.
-    if (settled?.settling === true && page.length === 0) return 0;
-    // Past the range: every message of the page arrived at or after `to`.
-    if (room > 0 && (page.length === 0 || page.every((message) => message.receivedAt >= replay.to))) {
-      if (pending === 0) {
-        await store.endReplay(replay.id, 'done', now());
-        this.replays = undefined;
-      }
-      return 0;
+    if (page === undefined) return { queued: 0, waitingForRange: false };
+    if (room > 0 && pastRange(page, replay.to)) {
+      if (pending > 0) return { queued: 0, waitingForRange: false };
+      if (!(await this.rangeComplete(replay))) return { queued: 0, waitingForRange: true };
+      // What processing stored before the check above is readable now: end only if that is past the range too.
+      const again = await this.readPage(replay, limit);
+      if (again === undefined || !pastRange(again, replay.to)) return { queued: 0, waitingForRange: false };
+      await store.endReplay(replay.id, 'done', now());
+      this.replays = undefined;
+      this.rawMarks.delete(replay.id);
+      return { queued: 0, waitingForRange: false };
     }
     const keep = (message: StoredMessage): boolean =>
       message.userId === undefined || suppressions.regulationFor(replay.sourceId, message.userId) === undefined;
     const picked = pickReplayPage(page, room, replay, filters, keep);
-    if (picked === undefined) return 0;
+    if (picked === undefined) return { queued: 0, waitingForRange: false };
     const targets = replayTargets(replay.receivers);
     const queued = await store.queueReplayPage({
       replayId: replay.id,
@@ -174,12 +203,56 @@ export class ReplayRunner {
     if (!queued) {
       // Cancelled, or another node queued this page: read where the replays stand.
       this.replays = undefined;
-      return 0;
+      return { queued: 0, waitingForRange: false };
     }
     const deliveries = picked.seqs.length * targets.destinations.length;
     this.replays = this.replays?.map((r) => (r.id === replay.id ? { ...r, cursor: picked.toCursor, queued: r.queued + deliveries } : r));
-    return deliveries;
+    return { queued: deliveries, waitingForRange: false };
   }
+
+  /**
+   * Up to `limit` of the replay's source's messages after its cursor, read
+   * only up to the settled seq: where a seq can commit after a higher one
+   * (PostgreSQL), a cursor moved past it would never come back for it.
+   * Undefined when none is settled past the cursor yet but writers running
+   * now may still add some.
+   */
+  private async readPage(replay: ReplayRecord, limit: number): Promise<StoredMessage[] | undefined> {
+    const { store } = this.options;
+    const settled = await store.settledMessageSeq();
+    const page = await store.listMessagesAfter(replay.sourceId, replay.cursor, limit, settled.seq);
+    return settled.settling && page.length === 0 ? undefined : page;
+  }
+
+  /**
+   * Whether every message of the replay's range can be in the store. Until
+   * `to` has passed a message of the range may still arrive. Ingest answers
+   * 200 once a request is stored raw, and processing makes its messages
+   * later, so then every raw request acknowledged before `to` must also be
+   * processed: each has a seq no higher than the highest unprocessed one
+   * read once `to` had passed (`highestRawSeq`), kept per replay so that
+   * requests arriving later, outside the range, are not waited for. (With
+   * several nodes, `receivedAt` comes from each node's clock: a request
+   * taken within their skew of `to` may fall either side.)
+   */
+  private async rangeComplete(replay: ReplayRecord): Promise<boolean> {
+    const { store, now } = this.options;
+    if (now() < replay.to) return false;
+    let mark = this.rawMarks.get(replay.id);
+    if (mark === undefined) {
+      mark = await store.highestRawSeq();
+      this.rawMarks.set(replay.id, mark);
+    }
+    return mark === 0 || !(await store.hasRawRequestsUpTo(mark));
+  }
+}
+
+/** What a pass of the runner found: a replay with more to send, replays that only wait for their range, or none running. */
+type PassState = 'busy' | 'waiting' | 'idle';
+
+/** Whether a page read after a replay's cursor holds nothing of its range: every message arrived at or after `to` (or none is left). */
+function pastRange(page: readonly StoredMessage[], to: number): boolean {
+  return page.every((message) => message.receivedAt >= to);
 }
 
 /** The ordering key of each picked message (a replay always keeps each key's order). */
