@@ -40,8 +40,23 @@ export type PreparedCall = AcceptedCall | RejectedCall;
 
 /** Library names of browser SDKs, whose calls get `context.ip` from the request. */
 const BROWSER_LIBRARIES = new Set(['analytics.js', 'analytics-next', '@segment/analytics-next', 'RudderLabs JavaScript SDK']);
-/** The longest userId, anonymousId, groupId or messageId a message may carry. */
+/** The longest userId or messageId the admin API's filters accept, in characters. */
 export const MAX_ID_LENGTH = 1_024;
+/**
+ * The longest userId, anonymousId, groupId, previousId or messageId a
+ * message may carry, in bytes of UTF-8 (so at most 1,024 characters too).
+ * The ids are indexed columns on PostgreSQL, whose B-tree refuses an entry
+ * over ~2,700 bytes: a bound of 1,024 characters let ids outside ASCII (up
+ * to 3 bytes each) through, and the processing transaction holding one
+ * failed on every try, stalling every message behind it.
+ */
+export const MAX_ID_BYTES = 1_024;
+
+/** Whether `id` fits in {@link MAX_ID_BYTES}. */
+export function idWithinBounds(id: string): boolean {
+  // A UTF-16 unit is at most 3 bytes of UTF-8: short ids need no count.
+  return id.length * 3 <= MAX_ID_BYTES || Buffer.byteLength(id, 'utf8') <= MAX_ID_BYTES;
+}
 
 /**
  * Validates one call and turns it into the message Switchyard stores and
@@ -165,7 +180,7 @@ function readId(message: JsonObject, field: string): { value?: string; error?: s
     return { value: String(value) };
   }
   if (typeof value !== 'string') return { error: `${field} must be a string (got ${describe(value)})` };
-  if (value.length > MAX_ID_LENGTH) return { error: `${field} is longer than ${MAX_ID_LENGTH} characters` };
+  if (!idWithinBounds(value)) return { error: `${field} is longer than ${MAX_ID_BYTES} bytes (UTF-8)` };
   return { value };
 }
 

@@ -1,4 +1,5 @@
 import { isJsonObject } from './message.js';
+import { MAX_ID_BYTES, idWithinBounds } from './normalize.js';
 
 /**
  * Deletion and suppression requests ("regulations"), as Segment's Public API
@@ -30,7 +31,6 @@ export type RegulationStepStatus = 'PENDING' | 'FINISHED' | 'FAILED';
 
 export const SUBJECT_TYPE = 'USER_ID';
 export const MAX_SUBJECTS = 5_000;
-export const MAX_SUBJECT_ID_LENGTH = 1_024;
 export const MAX_SOURCE_IDS = 1_000;
 
 /** What a request type does; the stores and the runner follow this table. */
@@ -83,11 +83,12 @@ export function parseRegulationRequest(input: unknown): { ok: true; request: Reg
   }
   if (input['subjectType'] !== SUBJECT_TYPE) return { ok: false, problem: `subjectType must be "${SUBJECT_TYPE}"` };
 
-  const subjects = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, MAX_SUBJECT_ID_LENGTH);
+  // A subject is a userId: bounded as ingest bounds them (see MAX_ID_BYTES).
+  const subjects = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, { fits: idWithinBounds, bound: `${MAX_ID_BYTES} bytes (UTF-8)` });
   if (typeof subjects === 'string') return { ok: false, problem: subjects };
   let sources: string[] | undefined;
   if (input['sourceIds'] !== undefined) {
-    const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, 200);
+    const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, { fits: (id) => id.length <= 200, bound: '200 characters' });
     if (typeof checked === 'string') return { ok: false, problem: `${checked} (omit sourceIds to mean every source)` };
     sources = checked;
   }
@@ -95,14 +96,14 @@ export function parseRegulationRequest(input: unknown): { ok: true; request: Reg
 }
 
 /** The ids, de-duplicated; or the problem. */
-function idList(value: unknown, field: string, max: number, maxLength: number): string[] | string {
+function idList(value: unknown, field: string, max: number, each: { readonly fits: (id: string) => boolean; readonly bound: string }): string[] | string {
   if (!Array.isArray(value) || value.length === 0 || value.length > max) {
     return `${field} must be an array of 1 to ${max} ids`;
   }
   const seen = new Set<string>();
   for (const [index, id] of value.entries()) {
-    if (typeof id !== 'string' || id === '' || id.length > maxLength) {
-      return `${field}[${index}] must be a non-empty string of at most ${maxLength} characters`;
+    if (typeof id !== 'string' || id === '' || !each.fits(id)) {
+      return `${field}[${index}] must be a non-empty string of at most ${each.bound}`;
     }
     seen.add(id);
   }
