@@ -39,6 +39,13 @@ const MIN_ROOM = 4;
  * acknowledged before it wait for processing): no need for STEP_MS's pace.
  */
 const RANGE_WAIT_MS = 200;
+/**
+ * How long after `to` a replay waits before it reads which raw requests it
+ * must see processed: ingest stamps `receivedAt` before its request's
+ * commit, which can lag (a group commit, a slow fsync), and a request
+ * committed after that read would be left out.
+ */
+export const RANGE_GRACE_MS = 2_000;
 
 /** What one step of a replay did: deliveries queued, and whether it only waits for its range to be complete. */
 interface StepResult {
@@ -71,8 +78,8 @@ export class ReplayRunner {
    */
   private replays: ReplayRecord[] | undefined;
   private readAt = 0;
-  /** Per running replay whose `to` has passed: the raw seq its range waits for (see {@link rangeComplete}). */
-  private readonly rawMarks = new Map<string, number>();
+  /** Per running replay whose `to` has passed: what its range waits for (see {@link rangeHorizon}). */
+  private readonly ranges = new Map<string, { readonly rawMark: number; horizon?: number }>();
 
   constructor(private readonly options: ReplayRunnerOptions) {}
 
@@ -136,7 +143,7 @@ export class ReplayRunner {
     if (this.replays === undefined || performance.now() - this.readAt >= pollMs) {
       this.replays = await store.listRunningReplays();
       this.readAt = performance.now();
-      for (const id of this.rawMarks.keys()) if (!this.replays.some((replay) => replay.id === id)) this.rawMarks.delete(id);
+      for (const id of this.ranges.keys()) if (!this.replays.some((replay) => replay.id === id)) this.ranges.delete(id);
     }
     const replays = this.replays;
     if (replays.length === 0) return 'idle';
@@ -161,7 +168,7 @@ export class ReplayRunner {
 
   /**
    * Queues up to `room` deliveries of one replay, or ends it once it has
-   * sent its whole range and the range is complete (see {@link rangeComplete}).
+   * sent its whole range and the range is complete (see {@link rangeHorizon}).
    */
   private async step(replay: ReplayRecord, pending: number, room: number): Promise<StepResult> {
     const { store, directory, suppressions, now } = this.options;
@@ -169,19 +176,25 @@ export class ReplayRunner {
     // Without a selection nearly every message goes out: read no more than fit (bodies are most of a step's cost).
     const selective = replay.types !== undefined || replay.events !== undefined || filters.length > 0;
     const limit = selective ? PAGE : room;
-    const page = room === 0 ? [] : await this.readPage(replay, limit);
+    let page = room === 0 ? [] : await this.readPage(replay, limit);
     // Nothing settled past the cursor yet, but writers running now may add some: look again next step.
     if (page === undefined) return { queued: 0, waitingForRange: false };
     if (room > 0 && pastRange(page, replay.to)) {
       if (pending > 0) return { queued: 0, waitingForRange: false };
-      if (!(await this.rangeComplete(replay))) return { queued: 0, waitingForRange: true };
-      // What processing stored before the check above is readable now: end only if that is past the range too.
-      const again = await this.readPage(replay, limit);
-      if (again === undefined || !pastRange(again, replay.to)) return { queued: 0, waitingForRange: false };
-      await store.endReplay(replay.id, 'done', now());
-      this.replays = undefined;
-      this.rawMarks.delete(replay.id);
-      return { queued: 0, waitingForRange: false };
+      const horizon = await this.rangeHorizon(replay);
+      if (horizon === undefined) return { queued: 0, waitingForRange: true };
+      // Seqs need not follow receivedAt (nodes commit side by side): a
+      // message of the range may lie past this page, anywhere up to the horizon.
+      const settled = await store.settledMessageSeq();
+      page = await store.listMessagesAfter(replay.sourceId, replay.cursor, PAGE, Math.min(settled.seq, horizon));
+      if (page.length === 0) {
+        if (settled.seq < horizon) return { queued: 0, waitingForRange: true };
+        await store.endReplay(replay.id, 'done', now());
+        this.replays = undefined;
+        this.ranges.delete(replay.id);
+        return { queued: 0, waitingForRange: false };
+      }
+      // Else queue what of it is in the range, and move the cursor past the rest, as for any page.
     }
     const keep = (message: StoredMessage): boolean =>
       message.userId === undefined || suppressions.regulationFor(replay.sourceId, message.userId) === undefined;
@@ -225,25 +238,32 @@ export class ReplayRunner {
   }
 
   /**
-   * Whether every message of the replay's range can be in the store. Until
-   * `to` has passed a message of the range may still arrive. Ingest answers
-   * 200 once a request is stored raw, and processing makes its messages
-   * later, so then every raw request acknowledged before `to` must also be
-   * processed: each has a seq no higher than the highest unprocessed one
-   * read once `to` had passed (`highestRawSeq`), kept per replay so that
-   * requests arriving later, outside the range, are not waited for. (With
-   * several nodes, `receivedAt` comes from each node's clock: a request
-   * taken within their skew of `to` may fall either side.)
+   * The seq below which every message of the replay's range lies, once the
+   * range is complete; undefined until then. Until `to` has passed (and
+   * {@link RANGE_GRACE_MS} after it) a message of the range may still
+   * arrive. Ingest answers 200 once a request is stored raw, and processing
+   * makes its messages later, so then every raw request acknowledged before
+   * `to` must also be processed: each has a seq no higher than the highest
+   * unprocessed one read once `to` had passed (`highestRawSeq`), kept per
+   * replay so that requests arriving later, outside the range, are not
+   * waited for. Once those are processed, the highest message seq bounds
+   * their messages. (With several nodes, `receivedAt` comes from each
+   * node's clock: a request taken within their skew of `to` may fall
+   * either side.)
    */
-  private async rangeComplete(replay: ReplayRecord): Promise<boolean> {
+  private async rangeHorizon(replay: ReplayRecord): Promise<number | undefined> {
     const { store, now } = this.options;
-    if (now() < replay.to) return false;
-    let mark = this.rawMarks.get(replay.id);
-    if (mark === undefined) {
-      mark = await store.highestRawSeq();
-      this.rawMarks.set(replay.id, mark);
+    if (now() < replay.to + RANGE_GRACE_MS) return undefined;
+    let range = this.ranges.get(replay.id);
+    if (range === undefined) {
+      range = { rawMark: await store.highestRawSeq() };
+      this.ranges.set(replay.id, range);
     }
-    return mark === 0 || !(await store.hasRawRequestsUpTo(mark));
+    if (range.horizon === undefined) {
+      if (range.rawMark !== 0 && (await store.hasRawRequestsUpTo(range.rawMark))) return undefined;
+      range.horizon = await store.highestMessageSeq();
+    }
+    return range.horizon;
   }
 }
 

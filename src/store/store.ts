@@ -202,6 +202,12 @@ export interface IngestStore {
    * it to tell a slow reader how many messages it skipped.
    */
   countMessages(sourceId: string, afterSeq: number, beforeSeq?: number): Promise<number>;
+  /**
+   * The highest seq of any stored message, 0 when there is none. Every
+   * message committed before this call has a seq no higher (a replay reads
+   * up to it once its range is complete).
+   */
+  highestMessageSeq(): Promise<number>;
 }
 
 /** The delivery jobs: what the worker claims and records, what the admin lists and requeues. */

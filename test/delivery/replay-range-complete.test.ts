@@ -3,18 +3,21 @@ import { describe, it } from 'node:test';
 import { RawProcessor } from '../../src/ingest/raw-processor.js';
 import { Metrics } from '../../src/metrics.js';
 import { SuppressionList } from '../../src/regulations/suppression-list.js';
-import { ReplayRunner } from '../../src/replays/replay-runner.js';
+import { RANGE_GRACE_MS, ReplayRunner } from '../../src/replays/replay-runner.js';
 import { SourceDirectory } from '../../src/sources/source-directory.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { ReplayRecord, Store } from '../../src/store/store.js';
+import type { IngestEntry, ReplayRecord, Store } from '../../src/store/store.js';
 import { describePostgres, freshDatabase } from '../helpers/postgres.js';
 import { T0, addSource } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 
 /*
  * A replay ends only once every message of its range can be in the store:
- * `to` has passed, and every raw request acknowledged by then is processed.
+ * `to` has passed (and a grace after it, for commits that lag their
+ * `receivedAt`), and every raw request acknowledged by then is processed;
+ * and only once it has read every message stored up to then, since seq
+ * order need not be `receivedAt` order.
  * Ingest answers 200 once a request is stored raw and processing makes its
  * messages later, so a replay that ended at the last stored message would
  * skip what was acknowledged before `to` but processed after. The runner
@@ -116,6 +119,7 @@ function describeRangeComplete(name: string, open: () => Promise<{ store: Store;
         // Acknowledged before `to`, not processed yet: its message does not exist.
         await store.appendRawRequests([rawTrack('before-2', T0 + 200)]);
         await store.createReplay({ id: 'rpl_1', sourceId: 's', from: T0, to: T0 + 500, receivers: [RECEIVER], types: undefined, events: undefined, createdAt: T0 + 1_000 });
+        r.setNow(T0 + 500 + RANGE_GRACE_MS);
         r.runner.start();
         await r.queued(1);
         assert.equal(await r.deliverQueued(), 1);
@@ -155,8 +159,41 @@ function describeRangeComplete(name: string, open: () => Promise<{ store: Store;
         assert.equal((await r.replay()).status, 'running', 'still before `to`');
 
         r.setNow(T0 + 5_000);
+        await r.steps(5);
+        assert.equal((await r.replay()).status, 'running', 'within the grace after `to`: a request stamped before it may still be committing');
+        r.setNow(T0 + 5_000 + RANGE_GRACE_MS);
         await eventually(async () => ((await r.replay()).status === 'done' ? true : undefined), 10_000, 'the replay to end once `to` passed');
         assert.equal((await r.replay()).queued, 1);
+      } finally {
+        await r.stop();
+        await cleanup();
+      }
+    });
+
+    void it('replays a message of its range stored after a page of later ones (seq order is not receivedAt order)', async () => {
+      const { store, cleanup } = await open();
+      const r = await rig(store);
+      try {
+        await addSource(store, 's');
+        const entry = (messageId: string, receivedAt: number): IngestEntry => ({
+          sourceId: 's',
+          status: 'accepted',
+          type: 'track',
+          messageId,
+          userId: 'u',
+          receivedAt,
+          body: JSON.stringify({ type: 'track', event: 'E', userId: 'u', messageId }),
+          destinations: [],
+        });
+        // As two nodes committing side by side can store them: 60 messages after `to` first, then one of the range.
+        const later = Array.from({ length: 60 }, (_, i) => entry(`after-${i}`, T0 + 2_000 + i));
+        await store.appendMessages(later, T0 - 1);
+        await store.appendMessages([entry('in-range', T0 + 100)], T0 - 1);
+        r.setNow(T0 + 500 + RANGE_GRACE_MS);
+        await store.createReplay({ id: 'rpl_1', sourceId: 's', from: T0, to: T0 + 500, receivers: [RECEIVER], types: undefined, events: undefined, createdAt: T0 + 3_000 });
+        r.runner.start();
+        await eventually(async () => ((await r.replay()).status !== 'running' ? true : (await r.deliverQueued(), undefined)), 10_000, 'the replay to end');
+        assert.equal((await r.replay()).queued, 1, 'the message of the range was replayed');
       } finally {
         await r.stop();
         await cleanup();

@@ -59,7 +59,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
     };
     const user = (label: string): string => `user-${label}-${++counter}`;
 
-    test('lists a source\'s messages after a seq, oldest first, and counts them', async (store) => {
+    test('lists a source\'s messages after a seq, oldest first, counts them, and tells the highest seq', async (store) => {
       const a = await newSource(store);
       const b = await newSource(store);
       const results = await store.appendMessages(
@@ -80,6 +80,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.equal(await store.countMessages(a.id, seqsOfA[0]!), 3);
       assert.equal(await store.countMessages(a.id, seqsOfA[0]!, seqsOfA[3]), 2, 'both bounds are exclusive');
       assert.equal(await store.countMessages(b.id, 0), 2);
+      assert.equal(await store.highestMessageSeq(), results[5]!.seq, 'the highest seq of any source');
     });
 
     test('creates a deleting regulation with a pending row per affected source', async (store) => {

@@ -187,6 +187,11 @@ export async function dedupe(client: pg.ClientBase, entries: readonly IngestEntr
   return statuses;
 }
 
+export async function highestMessageSeq(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ seq: string }>(`SELECT coalesce(max(seq), 0) AS seq FROM messages`);
+  return Number(rows[0]!.seq);
+}
+
 export async function listRecentMessages(pool: pg.Pool, sourceId: string, limit: number): Promise<StoredMessage[]> {
   const { rows } = await pool.query<MessageRow>(`SELECT * FROM messages WHERE source_id = $1 ORDER BY seq DESC LIMIT $2`, [sourceId, limit]);
   return rows.map(toStoredMessage);

@@ -352,6 +352,10 @@ export class PostgresStore implements Store {
     return messages.countMessages(this.pool, sourceId, afterSeq, beforeSeq);
   }
 
+  async highestMessageSeq(): Promise<number> {
+    return messages.highestMessageSeq(this.pool);
+  }
+
   // --- delivery ----------------------------------------------------------------------
 
   /** Releases nothing: another node's worker may be alive (`capabilities.releasesLeases` is false); leases expire by themselves. */

@@ -174,6 +174,10 @@ export class MessageQueries {
     return this.after.all(sourceId, afterSeq, uptoSeq, limit).map(toStoredMessage);
   }
 
+  highestSeq(): number {
+    return this.db.prepare(`SELECT coalesce(max(seq), 0) FROM messages`).pluck().get() as number;
+  }
+
   count(sourceId: string, afterSeq: number, beforeSeq: number | undefined): number {
     const count = beforeSeq === undefined ? this.countAfter.get(sourceId, afterSeq) : this.countBetween.get(sourceId, afterSeq, beforeSeq);
     return count as number;

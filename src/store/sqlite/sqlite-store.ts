@@ -417,6 +417,10 @@ export class SqliteStore implements Store {
     return this.messages.count(sourceId, afterSeq, beforeSeq);
   }
 
+  async highestMessageSeq(): Promise<number> {
+    return this.messages.highestSeq();
+  }
+
   // --- regulations -------------------------------------------------------------------
 
   async createRegulation(regulation: NewRegulation): Promise<void> {
