@@ -181,6 +181,15 @@ function readId(message: JsonObject, field: string): { value?: string; error?: s
   }
   if (typeof value !== 'string') return { error: `${field} must be a string (got ${describe(value)})` };
   if (!idWithinBounds(value)) return { error: `${field} is longer than ${MAX_ID_BYTES} bytes (UTF-8)` };
+  // PostgreSQL text cannot hold U+0000, and ids land in many of its columns
+  // (profiles' identities, ordered delivery's tails) besides the message's:
+  // one left in would fail its processing transaction on every try. Both
+  // stores keep the same replacement, in the body too.
+  if (value.includes('\u0000')) {
+    const replaced = value.replaceAll('\u0000', '\uFFFD');
+    message[field] = replaced;
+    return { value: replaced };
+  }
   return { value };
 }
 

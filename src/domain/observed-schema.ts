@@ -69,9 +69,14 @@ export interface MessageShape {
   readonly cut: boolean;
 }
 
-/** A key as a path segment: `.`, `[`, `]` and `\` are escaped with `\`, so a path splits back into its keys. */
+/**
+ * A key as a path segment: `.`, `[`, `]` and `\` are escaped with `\`, so a
+ * path splits back into its keys. U+0000, which PostgreSQL text cannot hold
+ * (a path is a column there), becomes U+FFFD.
+ */
 export function escapeKey(key: string): string {
-  return /[.[\]\\]/.test(key) ? key.replace(/[.[\]\\]/g, '\\$&') : key;
+  const escaped = /[.[\]\\]/.test(key) ? key.replace(/[.[\]\\]/g, '\\$&') : key;
+  return escaped.includes('\u0000') ? escaped.replaceAll('\u0000', '\uFFFD') : escaped;
 }
 
 /** A path's segments: keys, and `[]` for "the items of the array before" (`items[].sku` → items, [], sku). */
@@ -113,7 +118,8 @@ export function splitPath(path: string): string[] {
  * something out. Keys are walked in the message's order.
  */
 export function shapeOf(message: JsonObject, type: CallType): MessageShape {
-  const event = type === 'track' && typeof message['event'] === 'string' ? message['event'].slice(0, OBSERVED_BOUNDS.eventChars) : '';
+  // U+0000 as in escapeKey: the event name is a PostgreSQL column.
+  const event = type === 'track' && typeof message['event'] === 'string' ? message['event'].slice(0, OBSERVED_BOUNDS.eventChars).replaceAll('\u0000', '\uFFFD') : '';
   const member = observedMember(type);
   const index = new Map<string, number>();
   const paths: string[] = [];

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
+
+/*
+ * U+0000 in a message. PostgreSQL text cannot hold it, and only some
+ * columns replaced it: an event name or a property key with one failed the
+ * observed schema's upsert, and a userId with one failed ordered
+ * delivery's tail, so the processing transaction failed on every try and
+ * no message after it was processed. Ids now carry U+FFFD in its place (in
+ * the body too, on both stores), and the observed schema records names and
+ * keys the same way.
+ */
+
+function describeNul(name: string, flags: () => Record<string, string>): void {
+  void describe(`U+0000 in a message: ${name}`, () => {
+    let sy: TestSwitchyard;
+    before(async () => {
+      sy = await startTestSwitchyard({ 'allow-private-receivers': 'true', ...flags() });
+    });
+    after(async () => {
+      await sy?.close();
+    });
+
+    void it('stores ids with U+FFFD in its place, records the shape, and processes the messages after it', async () => {
+      const source = await sy.createSource('nul');
+      // Ordered: each message's key goes into delivery_tails. The receiver is never reached; only processing matters here.
+      const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, { settings: { webhooks: [{ url: 'http://127.0.0.1:9/x' }], ordering: 'user' } });
+      assert.equal(put.status, 200);
+      const sent = await sy.send('/v1/batch', source.writeKey, {
+        batch: [
+          { type: 'track', event: 'E\u0000x', userId: 'u\u0000', messageId: 'nul-user', properties: { 'a\u0000b': 1 } },
+          { type: 'identify', anonymousId: 'a\u0000', messageId: 'nul-anonymous', traits: { 'k\u0000': 'v' } },
+        ],
+      });
+      assert.equal(sent.status, 200);
+      assert.equal((await sy.send('/v1/track', source.writeKey, { event: 'E', userId: 'after', messageId: 'after' })).status, 200);
+
+      const messages = (await sy.store.listRecentMessages(source.id, 10)).reverse();
+      assert.deepEqual(
+        messages.map((message) => [message.messageId, message.status, message.userId]),
+        [
+          ['nul-user', 'accepted', 'u\uFFFD'],
+          ['nul-anonymous', 'accepted', undefined],
+          ['after', 'accepted', 'after'],
+        ],
+      );
+      const body = JSON.parse(messages[1]!.body) as { anonymousId: string };
+      assert.equal(body.anonymousId, 'a\uFFFD', 'the body carries the same id as the columns');
+      const shape = await sy.admin('GET', `/sources/${source.id}/schema`);
+      assert.equal(shape.status, 200);
+      assert.match(JSON.stringify(shape.body), /E\uFFFDx/, 'the event name as recorded');
+      assert.match(JSON.stringify(shape.body), /a\uFFFDb/, 'the property key as recorded');
+    });
+  });
+}
+
+describeNul('sqlite', () => ({}));
+
+let db: FreshDatabase | undefined;
+await describePostgres('U+0000 in a message: postgres', () => {
+  before(async () => {
+    db = await freshDatabase();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+  describeNul('postgres', () => ({ 'database-url': db!.url }));
+});
