@@ -83,9 +83,11 @@ export function parseRegulationRequest(input: unknown): { ok: true; request: Reg
   }
   if (input['subjectType'] !== SUBJECT_TYPE) return { ok: false, problem: `subjectType must be "${SUBJECT_TYPE}"` };
 
-  // A subject is a userId: bounded as ingest bounds them (see MAX_ID_BYTES).
-  const subjects = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, { fits: idWithinBounds, bound: `${MAX_ID_BYTES} bytes (UTF-8)` });
-  if (typeof subjects === 'string') return { ok: false, problem: subjects };
+  // A subject is a userId: bounded as ingest bounds them (see MAX_ID_BYTES),
+  // and with U+FFFD for U+0000 as ingest stores them, so that it matches.
+  const listed = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, { fits: idWithinBounds, bound: `${MAX_ID_BYTES} bytes (UTF-8)` });
+  if (typeof listed === 'string') return { ok: false, problem: listed };
+  const subjects = [...new Set(listed.map((id) => id.replaceAll('\u0000', '\uFFFD')))];
   let sources: string[] | undefined;
   if (input['sourceIds'] !== undefined) {
     const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, { fits: (id) => id.length <= 200, bound: '200 characters' });

@@ -53,6 +53,16 @@ function describeNul(name: string, flags: () => Record<string, string>): void {
       assert.match(JSON.stringify(shape.body), /E\uFFFDx/, 'the event name as recorded');
       assert.match(JSON.stringify(shape.body), /a\uFFFDb/, 'the property key as recorded');
     });
+
+    void it('suppresses a userId holding U+0000 named as it was sent', async () => {
+      const source = await sy.createSource('nul-suppressed');
+      const created = await sy.admin('POST', '/regulations', { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: ['s\u0000'] });
+      assert.equal(created.status, 201);
+      assert.equal((await sy.send('/v1/track', source.writeKey, { event: 'E', userId: 's\u0000', messageId: 'from-suppressed' })).status, 200);
+      const [message] = await sy.store.listRecentMessages(source.id, 1);
+      assert.equal(message?.messageId, 'from-suppressed');
+      assert.equal(message?.status, 'suppressed');
+    });
   });
 }
 
