@@ -84,10 +84,15 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
       .split(',')
       .map((e) => e.trim())
       .filter((e) => e !== '');
+    // The field has no seconds, so its default ends a minute ahead; a replay
+    // keeps running until its `to` has passed, so the console replays up to
+    // now at the latest (the API takes a `to` ahead for a replay that waits).
+    const chosenTo = isoFromLocalInput(to);
+    const until = chosenTo !== undefined && Date.parse(chosenTo) > Date.now() ? new Date().toISOString() : (chosenTo ?? to);
     try {
       const created = await api<Replay>('POST', `/sources/${sourceId}/replays`, {
         from: isoFromLocalInput(from) ?? from,
-        to: isoFromLocalInput(to) ?? to,
+        to: until,
         ...(types.length > 0 && { types }),
         ...(names.length > 0 && { events: names }),
         ...(targets.length > 0 && { receivers: targets }),
@@ -142,7 +147,7 @@ function SourceReplays({ sourceId }: { sourceId: string }) {
             <input type="datetime-local" required value={from} onInput={(event) => setFrom((event.target as HTMLInputElement).value)} />
           </label>
           <label class="inline">
-            To, not included ({timeZoneName()})
+            To, not included, at most now ({timeZoneName()})
             <input type="datetime-local" required value={to} onInput={(event) => setTo((event.target as HTMLInputElement).value)} />
           </label>
         </div>
