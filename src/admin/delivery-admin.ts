@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.js';
 import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
-import { MAX_ID_LENGTH } from '../domain/normalize.js';
+import { MAX_ID_LENGTH, storedId } from '../domain/normalize.js';
 import { functionIdOf } from '../domain/routing.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
@@ -199,13 +199,13 @@ function optionalString(value: unknown, field: string): string | undefined {
   return value;
 }
 
-/** A userId or messageId to match exactly: a message cannot carry a longer one, so neither can the filter. */
+/** A userId or messageId to match exactly, named as ingest stores it (storedId): a message cannot carry a longer one, so neither can the filter. */
 function messageField(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || value === '' || value.length > MAX_ID_LENGTH) {
     throw new ApiError('invalid_request', `${field} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
   }
-  return value;
+  return storedId(value);
 }
 
 function notFound(id: unknown): ApiError {

@@ -52,6 +52,16 @@ export const MAX_ID_LENGTH = 1_024;
  */
 export const MAX_ID_BYTES = 1_024;
 
+/**
+ * An id as it is stored: PostgreSQL text cannot hold U+0000, and ids land
+ * in many of its columns (profiles' identities, ordered delivery's tails)
+ * besides the message's, so U+FFFD takes its place on both stores, in the
+ * body too. Filters and deletion subjects name ids the same way.
+ */
+export function storedId(id: string): string {
+  return id.includes('\u0000') ? id.replaceAll('\u0000', '\uFFFD') : id;
+}
+
 /** Whether `id` fits in {@link MAX_ID_BYTES}. */
 export function idWithinBounds(id: string): boolean {
   // A UTF-16 unit is at most 3 bytes of UTF-8: short ids need no count.
@@ -181,16 +191,10 @@ function readId(message: JsonObject, field: string): { value?: string; error?: s
   }
   if (typeof value !== 'string') return { error: `${field} must be a string (got ${describe(value)})` };
   if (!idWithinBounds(value)) return { error: `${field} is longer than ${MAX_ID_BYTES} bytes (UTF-8)` };
-  // PostgreSQL text cannot hold U+0000, and ids land in many of its columns
-  // (profiles' identities, ordered delivery's tails) besides the message's:
-  // one left in would fail its processing transaction on every try. Both
-  // stores keep the same replacement, in the body too.
-  if (value.includes('\u0000')) {
-    const replaced = value.replaceAll('\u0000', '\uFFFD');
-    message[field] = replaced;
-    return { value: replaced };
-  }
-  return { value };
+  // Left in, a U+0000 would fail its processing transaction on PostgreSQL on every try (see storedId).
+  const stored = storedId(value);
+  if (stored !== value) message[field] = stored;
+  return { value: stored };
 }
 
 const INVALID = Symbol('invalid');

@@ -1,5 +1,5 @@
 import { isJsonObject } from './message.js';
-import { MAX_ID_BYTES, idWithinBounds } from './normalize.js';
+import { MAX_ID_BYTES, idWithinBounds, storedId } from './normalize.js';
 
 /**
  * Deletion and suppression requests ("regulations"), as Segment's Public API
@@ -83,11 +83,10 @@ export function parseRegulationRequest(input: unknown): { ok: true; request: Reg
   }
   if (input['subjectType'] !== SUBJECT_TYPE) return { ok: false, problem: `subjectType must be "${SUBJECT_TYPE}"` };
 
-  // A subject is a userId: bounded as ingest bounds them (see MAX_ID_BYTES),
-  // and with U+FFFD for U+0000 as ingest stores them, so that it matches.
+  // A subject is a userId: bounded and named as ingest stores them (see MAX_ID_BYTES, storedId).
   const listed = idList(input['subjectIds'], 'subjectIds', MAX_SUBJECTS, { fits: idWithinBounds, bound: `${MAX_ID_BYTES} bytes (UTF-8)` });
   if (typeof listed === 'string') return { ok: false, problem: listed };
-  const subjects = [...new Set(listed.map((id) => id.replaceAll('\u0000', '\uFFFD')))];
+  const subjects = [...new Set(listed.map(storedId))];
   let sources: string[] | undefined;
   if (input['sourceIds'] !== undefined) {
     const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, { fits: (id) => id.length <= 200, bound: '200 characters' });

@@ -69,7 +69,8 @@ function searchSuite(name: string, flags: () => Record<string, string>): void {
       assert.deepEqual(pick(byMessage.get('shop-1')!), { type: 'track', event: 'Order Completed', userId: 'u1' });
       assert.deepEqual(pick(byMessage.get('shop-2')!), { type: 'identify', userId: 'u2' });
       assert.deepEqual(pick(byMessage.get('shop-3')!), { type: 'page', anonymousId: 'anon-1' });
-      assert.deepEqual(pick(byMessage.get('app-2')!), { type: 'track', event: 'Odd', userId: AWKWARD_USER });
+      // U+0000 is stored as U+FFFD (PostgreSQL text cannot hold it); the filter below still names the id as sent.
+      assert.deepEqual(pick(byMessage.get('app-2')!), { type: 'track', event: 'Odd', userId: AWKWARD_USER.replace('\u0000', '\uFFFD') });
     });
 
     it('finds the deliveries of a user across sources, newest first, and pages through them', async () => {
