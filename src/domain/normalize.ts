@@ -56,7 +56,8 @@ export const MAX_ID_BYTES = 1_024;
  * An id as it is stored: PostgreSQL text cannot hold U+0000, and ids land
  * in many of its columns (profiles' identities, ordered delivery's tails)
  * besides the message's, so U+FFFD takes its place on both stores, in the
- * body too. Filters and deletion subjects name ids the same way.
+ * body too. Filters and deletion subjects name ids the same way, and the
+ * observed schema its event names and property keys.
  */
 export function storedId(id: string): string {
   return id.includes('\u0000') ? id.replaceAll('\u0000', '\uFFFD') : id;

@@ -1,4 +1,5 @@
 import { type CallType, isJsonObject, type JsonObject } from './message.js';
+import { storedId } from './normalize.js';
 
 /**
  * The observed schema of a source (`GET /sources/:id/schema`): what it has
@@ -71,12 +72,11 @@ export interface MessageShape {
 
 /**
  * A key as a path segment: `.`, `[`, `]` and `\` are escaped with `\`, so a
- * path splits back into its keys. U+0000, which PostgreSQL text cannot hold
- * (a path is a column there), becomes U+FFFD.
+ * path splits back into its keys. U+0000 becomes U+FFFD, as in an id
+ * (storedId): a path is a PostgreSQL column.
  */
 export function escapeKey(key: string): string {
-  const escaped = /[.[\]\\]/.test(key) ? key.replace(/[.[\]\\]/g, '\\$&') : key;
-  return escaped.includes('\u0000') ? escaped.replaceAll('\u0000', '\uFFFD') : escaped;
+  return storedId(/[.[\]\\]/.test(key) ? key.replace(/[.[\]\\]/g, '\\$&') : key);
 }
 
 /** A path's segments: keys, and `[]` for "the items of the array before" (`items[].sku` → items, [], sku). */
@@ -119,7 +119,7 @@ export function splitPath(path: string): string[] {
  */
 export function shapeOf(message: JsonObject, type: CallType): MessageShape {
   // U+0000 as in escapeKey: the event name is a PostgreSQL column.
-  const event = type === 'track' && typeof message['event'] === 'string' ? message['event'].slice(0, OBSERVED_BOUNDS.eventChars).replaceAll('\u0000', '\uFFFD') : '';
+  const event = type === 'track' && typeof message['event'] === 'string' ? storedId(message['event'].slice(0, OBSERVED_BOUNDS.eventChars)) : '';
   const member = observedMember(type);
   const index = new Map<string, number>();
   const paths: string[] = [];
