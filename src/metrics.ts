@@ -111,6 +111,18 @@ export class Metrics {
     },
   });
 
+  /** Read at scrape time; see {@link watchBodiesReading}. */
+  private readBodiesReading: () => number = () => 0;
+
+  readonly ingestBodyBytes: Gauge = new Gauge({
+    name: 'switchyard_ingest_body_bytes_reading',
+    help: 'Bytes reserved for Tracking API request bodies being read now (bounded: past 64 MB, or 16 MB from one address, requests get 503)',
+    registers: [this.registry],
+    collect: () => {
+      this.ingestBodyBytes.set(this.readBodiesReading());
+    },
+  });
+
   /** Read at scrape time; see {@link watchProcessingBacklog}. */
   private readProcessingBacklog: () => { messages: number; lagMs: number } = () => ({ messages: 0, lagMs: 0 });
 
@@ -167,6 +179,10 @@ export class Metrics {
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */
   watchCommitBacklog(read: () => number): void {
     this.readCommitBacklog = read;
+  }
+
+  watchBodiesReading(read: () => number): void {
+    this.readBodiesReading = read;
   }
 
   /** Adds a source of `switchyard_sandbox_heap_bytes`, read at scrape time; returns how to remove it. */

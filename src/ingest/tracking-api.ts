@@ -12,6 +12,8 @@ import { checkBatch } from './build-entries.js';
 import { anyOriginHeaders, preflightHeaders } from './cors.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import type { ProcessingBacklog } from './processing-backlog.js';
+import { BodyBudget } from './body-budget.js';
+import { BodyBudgetExceeded } from './read-body.js';
 import { type BodyConfig, discardRestOfBody, readParsedBody } from './tracking-body.js';
 import { BROWSER_SCHEMAS, METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
 import { writeKeyFromAuthorization } from './write-key.js';
@@ -90,6 +92,15 @@ const OVERLOADED_RETRY_AFTER_S = '1';
 const OVERLOAD_LOG_EVERY_MS = 10_000;
 
 /**
+ * Bytes of request bodies read at once, in all and from one client address
+ * (see {@link BodyBudget}). 64 MB is 128 batches at the 500 KB limit, and
+ * 16 MB from one address is 32 of them: a server library flushes a few
+ * batches at a time per process, and a load test of 64 connections sending
+ * 60 KB batches holds under 4 MB.
+ */
+export const BODY_BUDGET = { totalBytes: 64 * 1024 * 1024, perClientBytes: 16 * 1024 * 1024 } as const;
+
+/**
  * The Tracking API (`/v1/*` and RudderStack's beacon), served straight on
  * `node:http`, ahead of Fastify: it is the one path every message takes, and
  * a framework's per-request work (routing, hooks, request and reply objects)
@@ -105,11 +116,14 @@ export class TrackingApi {
   private closing = false;
   private overloadLoggedAt = -Infinity;
   private refusedSinceLog = 0;
+  private readonly bodies = new BodyBudget(BODY_BUDGET.totalBytes, BODY_BUDGET.perClientBytes);
 
   constructor(
     private readonly options: TrackingApiOptions,
     private readonly server: TrackingServerContext,
-  ) {}
+  ) {
+    options.metrics.watchBodiesReading(() => this.bodies.reserved);
+  }
 
   /**
    * Takes the request when it is the Tracking API's (a POST to one of its
@@ -146,6 +160,8 @@ export class TrackingApi {
     const stores = route.kind !== 'client-metrics';
     const span = stores && tracing.enabled ? startRequestSpan(tracing, request, route.path) : NO_SPAN;
     for (const [name, value] of Object.entries(anyOriginHeaders(request.headers.origin))) response.setHeader(name, value);
+    const ip = clientAddress(request.socket.remoteAddress, this.server.trustProxy ? request.headers['x-forwarded-for'] : undefined);
+    const reservation = this.bodies.open(ip);
     try {
       if (this.closing) {
         response.setHeader('connection', 'close');
@@ -156,14 +172,17 @@ export class TrackingApi {
       // less than accepting, or the refusals themselves starve the event loop.
       const { committer, unprocessed } = this.options;
       if (stores && (committer.full || unprocessed.full)) throw this.overloaded(response);
-      const body = await readParsedBody(request, route.body);
+      const body = await readParsedBody(request, route.body, reservation);
       if (stores) {
         if (body === null) throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
-        await this.store(route, request, response, query, body, span);
+        await this.store(route, request, response, query, ip, body, span);
       }
       this.answer(response, 200, SUCCESS, span);
     } catch (error) {
-      this.fail(request, response, error, span);
+      this.fail(request, response, error instanceof BodyBudgetExceeded ? this.noRoomForBody(request, response, error) : error, span);
+    } finally {
+      // Held until answered: the text of a stored body is the commit's until then.
+      reservation.release();
     }
   }
 
@@ -172,6 +191,7 @@ export class TrackingApi {
     request: IncomingMessage,
     response: ServerResponse,
     query: string,
+    ip: string | undefined,
     { value: body, bytes, text }: { value: JsonObject; bytes: number; text: string },
     span: TraceSpan,
   ): Promise<void> {
@@ -185,7 +205,6 @@ export class TrackingApi {
     }
     // The whole-body checks that answer 400 come before storing; every
     // per-message rule runs after the 200, in the processing stage.
-    const ip = clientAddress(request.socket.remoteAddress, this.server.trustProxy ? request.headers['x-forwarded-for'] : undefined);
     const anonymousId = anonymousIdFromHeader(singleHeader(request.headers['anonymousid']));
     const sentAt = singleHeader(request.headers['sentat']);
     const receivedAt = now();
@@ -228,6 +247,31 @@ export class TrackingApi {
     }
     response.setHeader('retry-after', OVERLOADED_RETRY_AFTER_S);
     return new ApiError('overloaded', 'the server is busy storing earlier messages; nothing was stored, retry later');
+  }
+
+  /** A body refused for want of room in the {@link BodyBudget}: 503 at once. */
+  private noRoomForBody(request: IncomingMessage, response: ServerResponse, error: BodyBudgetExceeded): ApiError {
+    this.refusedSinceLog++;
+    const at = this.options.now();
+    if (at - this.overloadLoggedAt >= OVERLOAD_LOG_EVERY_MS) {
+      this.server.logger.warn(
+        { bound: error.bound, reading: this.bodies.reserved, refused: this.refusedSinceLog },
+        error.bound === 'client'
+          ? 'ingest refusing requests with 503: one client address is sending more request bodies at once than its share'
+          : 'ingest refusing requests with 503: request bodies being read at once are at their bound',
+      );
+      this.overloadLoggedAt = at;
+      this.refusedSinceLog = 0;
+    }
+    // What the client still sends is read and dropped, not kept (see discardRestOfBody), so that it gets this answer.
+    response.once('finish', () => discardRestOfBody(request));
+    response.setHeader('retry-after', OVERLOADED_RETRY_AFTER_S);
+    return new ApiError(
+      'overloaded',
+      error.bound === 'client'
+        ? 'too many request bodies are being read from this address at once; nothing was stored, retry later'
+        : 'too many request bodies are being read at once; nothing was stored, retry later',
+    );
   }
 
   private fail(request: IncomingMessage, response: ServerResponse, error: unknown, span: TraceSpan): void {

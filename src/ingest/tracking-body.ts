@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
-import { readBody } from './read-body.js';
+import type { BodyReservation } from './body-budget.js';
+import { BodyBudgetExceeded, readBody } from './read-body.js';
 
 /*
  * The Tracking API's body transport, apart from its routes: reading with
@@ -41,13 +42,16 @@ export function discardRestOfBody(request: IncomingMessage): void {
   request.once('close', () => clearTimeout(timer));
 }
 
-/** Reads and parses a body; every failure becomes an {@link ApiError}. */
-export async function readParsedBody(raw: IncomingMessage, config: BodyConfig): Promise<ParsedBody | null> {
+/**
+ * Reads and parses a body, reserving what it holds (see `readBody`); every
+ * failure becomes an {@link ApiError}, but for {@link BodyBudgetExceeded}.
+ */
+export async function readParsedBody(raw: IncomingMessage, config: BodyConfig, reservation?: BodyReservation): Promise<ParsedBody | null> {
   let buffer: Buffer;
   try {
-    buffer = await readBody(raw, config.bodyLimit);
+    buffer = await readBody(raw, config.bodyLimit, reservation);
   } catch (error) {
-    if (error instanceof ApiError) throw error;
+    if (error instanceof ApiError || error instanceof BodyBudgetExceeded) throw error;
     throw new ApiError('invalid_json', `the body could not be read: ${String(error)}`, { cause: error });
   }
   if (config.ignoreBody === true) return null;
