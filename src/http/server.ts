@@ -129,7 +129,17 @@ export function buildServer(options: ServerOptions): FastifyInstance {
  */
 async function notFoundRoutes(app: FastifyInstance): Promise<void> {
   app.addHook('onRequest', allowAnyOrigin);
-  app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ success: false, code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
+  // Answered before the body is read: a body costs memory, and a request no
+  // route takes has no credential to check first (a slow 1 MB body to a
+  // path that does not exist was held until the request timed out).
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.is404) return reply.code(404).send(routeNotFound(request.method, request.url));
   });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send(routeNotFound(request.method, request.url));
+  });
+}
+
+function routeNotFound(method: string, url: string): { success: false; code: string; message: string } {
+  return { success: false, code: 'route_not_found', message: `no route ${method} ${url.split('?')[0]}` };
 }

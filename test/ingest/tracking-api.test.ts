@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { type TestSwitchyard, basicAuth, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
@@ -118,6 +120,22 @@ describe('Tracking API', () => {
       assert.equal(response.status, 404, `${method} ${route}`);
       assert.equal(((await response.json()) as { code: string }).code, 'route_not_found', `${method} ${route}`);
       assert.equal(response.headers.get('access-control-allow-origin'), 'https://shop.example', `${method} ${route}`);
+    }
+  });
+
+  it('answers 404 before reading the body: a slow body to a path nobody serves is not held', async () => {
+    for (const route of ['/v1/unknown', '/nothing/here']) {
+      const socket = connect(Number(new URL(sy.url).port), '127.0.0.1');
+      socket.on('error', () => undefined);
+      try {
+        // 1 MB declared, a few bytes sent: an answer now means none of the rest was waited for.
+        socket.write(`POST ${route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"a":"`);
+        const [head] = (await once(socket, 'data')) as [Buffer];
+        assert.match(head.toString(), /^HTTP\/1\.1 404 /, route);
+        assert.match(head.toString(), /route_not_found/, route);
+      } finally {
+        socket.destroy();
+      }
     }
   });
 
