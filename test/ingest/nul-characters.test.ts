@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
-import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
 /*
  * U+0000 in a message. PostgreSQL text cannot hold it, and only some
@@ -62,6 +62,28 @@ function describeNul(name: string, flags: () => Record<string, string>): void {
       const [message] = await sy.store.listRecentMessages(source.id, 1);
       assert.equal(message?.messageId, 'from-suppressed');
       assert.equal(message?.status, 'suppressed');
+    });
+
+    void it("finds a profile by an id holding U+0000 named as it was sent, and the profile's events", async () => {
+      const source = await sy.createSource('nul-profile');
+      const sent = await sy.send('/v1/identify', source.writeKey, { userId: 'p\u0000', anonymousId: 'q\u0000', messageId: 'nul-profile', traits: { plan: 'pro' } });
+      assert.equal(sent.status, 200);
+      // Engage applies messages after processing: wait for the profile under the id as stored.
+      const stored = await eventually(async () => {
+        const answer = await sy.admin('GET', `/profiles/${encodeURIComponent('user_id:p\uFFFD')}`);
+        return answer.status === 200 ? answer.body : undefined;
+      }, 10_000, 'the profile');
+      const byUser = `/profiles/${encodeURIComponent('user_id:p\u0000')}`;
+      const found = await sy.admin('GET', byUser);
+      assert.equal(found.status, 200, JSON.stringify(found.body));
+      assert.equal(found.body.id, stored.id);
+      assert.deepEqual(found.body.identifiers, ['anonymous_id:q\uFFFD', 'user_id:p\uFFFD'], 'as ingest stores the ids');
+      const byAnonymous = await sy.admin('GET', `/profiles/${encodeURIComponent('anonymous_id:q\u0000')}`);
+      assert.equal(byAnonymous.status, 200, JSON.stringify(byAnonymous.body));
+      assert.equal(byAnonymous.body.id, stored.id);
+      const events = await sy.admin('GET', `${byUser}/events`);
+      assert.equal(events.status, 200, JSON.stringify(events.body));
+      assert.deepEqual(events.body.events.map((event: { message: { messageId?: string } }) => event.message.messageId), ['nul-profile']);
     });
   });
 }
