@@ -1,4 +1,4 @@
-import { MAX_ID_LENGTH } from '../domain/normalize.js';
+import { MAX_ID_BYTES } from '../domain/normalize.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -284,8 +284,9 @@ export const DELIVERY_SCHEMAS = documented({
         status: { enum: ['pending', 'succeeded', 'failed'] },
         limit: { type: 'string', description: 'An integer, 1 to 1000' },
         beforeId: { type: 'string', description: 'Only deliveries with a lower id (paging)' },
-        userId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this userId (exact)' },
-        messageId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this messageId (exact)' },
+        // Bounded in bytes by the service, as ingest bounds ids: JSON Schema's maxLength counts characters.
+        userId: { type: 'string', description: `Only deliveries of messages with this userId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
+        messageId: { type: 'string', description: `Only deliveries of messages with this messageId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
       },
     },
     'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
@@ -332,7 +333,13 @@ export const REGULATION_SCHEMAS = documented({
       properties: {
         regulationType: { enum: ['DELETE_ONLY', 'SUPPRESS_WITH_DELETE', 'SUPPRESS_ONLY', 'UNSUPPRESS'] },
         subjectType: { const: 'USER_ID' },
-        subjectIds: { type: 'array', minItems: 1, maxItems: 5_000, items: { type: 'string', minLength: 1, maxLength: 1_024 } },
+        subjectIds: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 5_000,
+          // Bounded in bytes by the service, as ingest bounds userIds: JSON Schema's maxLength counts characters.
+          items: { type: 'string', description: `A userId: 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
+        },
         sourceIds: { type: 'array', minItems: 1, maxItems: 1_000, items: { type: 'string' }, description: 'Omit to mean every source' },
       },
       required: ['regulationType', 'subjectType', 'subjectIds'],
