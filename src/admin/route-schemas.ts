@@ -1,4 +1,5 @@
 import { MAX_ID_BYTES } from '../domain/normalize.js';
+import { MAX_REPLAY_AHEAD_MS } from '../domain/replay.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -391,13 +392,14 @@ export const DEBUGGER_SCHEMAS = documented({
 export const REPLAY_SCHEMAS = documented({
   create: {
     summary: 'Re-deliver the stored messages of a time range',
+    description: `The stored messages with from <= receivedAt < to. A replay runs until its to has passed, so to may be at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time (400 invalid_request beyond).`,
     tags: ['replays'],
     params: idParams,
     body: {
       type: 'object',
       properties: {
-        from: timeInput,
-        to: timeInput,
+        from: { ...timeInput, description: 'Included: an ISO-8601 time, or epoch milliseconds' },
+        to: { ...timeInput, description: `Not included, at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time: an ISO-8601 time, or epoch milliseconds` },
         receivers: stringList("Receiver URLs of the Webhooks destination and/or the source's function destination ids (fn_…); absent: the Webhooks destination's receivers, all"),
         types: stringList('Message types; absent: all'),
         events: stringList('Only tracks with these event names'),
