@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.js';
 import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
-import { MAX_ID_LENGTH, storedId } from '../domain/normalize.js';
+import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
 import { functionIdOf } from '../domain/routing.js';
 import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
@@ -199,11 +199,15 @@ function optionalString(value: unknown, field: string): string | undefined {
   return value;
 }
 
-/** A userId or messageId to match exactly, named as ingest stores it (storedId): a message cannot carry a longer one, so neither can the filter. */
+/**
+ * A userId or messageId to match exactly, bounded and named as ingest
+ * bounds and stores ids (MAX_ID_BYTES, storedId): a message cannot carry a
+ * longer one, so neither can the filter.
+ */
 function messageField(value: unknown, field: string): string | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || value === '' || value.length > MAX_ID_LENGTH) {
-    throw new ApiError('invalid_request', `${field} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
+  if (typeof value !== 'string' || value === '' || !idWithinBounds(value)) {
+    throw new ApiError('invalid_request', `${field} must be a non-empty string of at most ${MAX_ID_BYTES} bytes (UTF-8)`);
   }
   return storedId(value);
 }

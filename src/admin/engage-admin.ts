@@ -11,6 +11,7 @@ import {
   parseKey,
   profileTraits,
 } from '../domain/engage/index.js';
+import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
 import { ApiError } from '../errors.js';
 import type { ComputationKind, ComputationRecord, StoredMessage, Store } from '../store/store.js';
 import { limitParam, rejectUnknownFields, requireName, requireObject } from './validate.js';
@@ -182,10 +183,8 @@ export class EngageAdmin {
   }
 
   private async requireProfile(identifier: string): Promise<NonNullable<Awaited<ReturnType<Store['getProfiles']>>[number]>> {
-    if (!/^(user_id|anonymous_id):.{1,1000}$/s.test(identifier)) {
-      throw new ApiError('invalid_request', 'the identifier must be user_id:<userId> or anonymous_id:<anonymousId>');
-    }
-    const id = (await this.store.findProfileIds([identifier])).get(identifier);
+    const stored = storedIdentifier(identifier);
+    const id = (await this.store.findProfileIds([stored])).get(stored);
     const [record] = id === undefined ? [] : await this.store.getProfiles([id]);
     if (record === undefined) throw new ApiError('profile_not_found', `no profile has the identifier ${JSON.stringify(identifier.slice(0, 200))}`);
     return record;
@@ -222,6 +221,19 @@ export class EngageAdmin {
   private notFound(kind: ComputationKind, id: string): ApiError {
     return new ApiError('not_found', `no ${PATHS[kind]} with id ${JSON.stringify(id.slice(0, 60))}`);
   }
+}
+
+/**
+ * `user_id:<userId>` or `anonymous_id:<anonymousId>` as profiles store it:
+ * the id bounded and named as ingest stores ids (MAX_ID_BYTES, storedId),
+ * so that the id a client sent finds its profile.
+ */
+function storedIdentifier(identifier: string): string {
+  const match = /^(user_id|anonymous_id):(.+)$/s.exec(identifier);
+  if (match === null || !idWithinBounds(match[2]!)) {
+    throw new ApiError('invalid_request', `the identifier must be user_id:<userId> or anonymous_id:<anonymousId>, the id of 1 to ${MAX_ID_BYTES} bytes (UTF-8)`);
+  }
+  return `${match[1]!}:${storedId(match[2]!)}`;
 }
 
 /** Runs a domain parse, turning its DefinitionError into the API's invalid_definition (the message names the field). */

@@ -3,9 +3,9 @@ import type { RegulationAdmin } from './regulation-admin.js';
 import { REGULATION_SCHEMAS } from './route-schemas.js';
 
 /**
- * 5,000 subject ids of up to 1,024 characters, each up to three bytes in
- * UTF-8, do not fit the server's default 1 MB; the route is behind the admin
- * token, which is checked before the body is read.
+ * 5,000 subject ids of up to 1,024 bytes of UTF-8 each do not fit the
+ * server's default 1 MB; the route is behind the admin token, which is
+ * checked before the body is read.
  */
 const REGULATION_BODY_LIMIT = 16 * 1024 * 1024;
 

@@ -1,5 +1,5 @@
 import { CALL_TYPES } from '../domain/message.js';
-import { isFunctionReceiver } from '../domain/replay.js';
+import { MAX_REPLAY_AHEAD_MS, isFunctionReceiver } from '../domain/replay.js';
 import { parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { ReplayRecord, Store } from '../store/store.js';
@@ -47,13 +47,19 @@ export class ReplayAdmin {
     const to = timeParam(body['to'], 'to');
     if (from === undefined || to === undefined) throw new ApiError('invalid_request', 'from and to are required ISO-8601 times');
     if (from >= to) throw new ApiError('invalid_request', 'from must be before to');
+    const now = this.options.now();
+    if (to > now + MAX_REPLAY_AHEAD_MS) {
+      throw new ApiError(
+        'invalid_request',
+        `to must be at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time (${new Date(now).toISOString()}): a replay runs until its to has passed`,
+      );
+    }
     const types = stringList(body['types'], 'types', REPLAY_TYPES.length);
     const unknownType = types?.find((type) => !REPLAY_TYPES.includes(type));
     if (unknownType !== undefined) throw new ApiError('invalid_request', `types: "${unknownType.slice(0, 60)}" is not one of ${REPLAY_TYPES.join(', ')}`);
     const events = stringList(body['events'], 'events', MAX_EVENTS);
     const receivers = await this.checkReceivers(sourceId, stringList(body['receivers'], 'receivers', 5));
 
-    const now = this.options.now();
     const replay = { id: newReplayId(), sourceId, from, to, receivers, types, events, createdAt: now };
     await this.store.createReplay(replay);
     this.options.onCreated?.();

@@ -1,4 +1,5 @@
-import { MAX_ID_LENGTH } from '../domain/normalize.js';
+import { MAX_ID_BYTES } from '../domain/normalize.js';
+import { MAX_REPLAY_AHEAD_MS } from '../domain/replay.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -284,8 +285,9 @@ export const DELIVERY_SCHEMAS = documented({
         status: { enum: ['pending', 'succeeded', 'failed'] },
         limit: { type: 'string', description: 'An integer, 1 to 1000' },
         beforeId: { type: 'string', description: 'Only deliveries with a lower id (paging)' },
-        userId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this userId (exact)' },
-        messageId: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'Only deliveries of messages with this messageId (exact)' },
+        // Bounded in bytes by the service, as ingest bounds ids: JSON Schema's maxLength counts characters.
+        userId: { type: 'string', description: `Only deliveries of messages with this userId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
+        messageId: { type: 'string', description: `Only deliveries of messages with this messageId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
       },
     },
     'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
@@ -332,7 +334,13 @@ export const REGULATION_SCHEMAS = documented({
       properties: {
         regulationType: { enum: ['DELETE_ONLY', 'SUPPRESS_WITH_DELETE', 'SUPPRESS_ONLY', 'UNSUPPRESS'] },
         subjectType: { const: 'USER_ID' },
-        subjectIds: { type: 'array', minItems: 1, maxItems: 5_000, items: { type: 'string', minLength: 1, maxLength: 1_024 } },
+        subjectIds: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 5_000,
+          // Bounded in bytes by the service, as ingest bounds userIds: JSON Schema's maxLength counts characters.
+          items: { type: 'string', description: `A userId: 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
+        },
         sourceIds: { type: 'array', minItems: 1, maxItems: 1_000, items: { type: 'string' }, description: 'Omit to mean every source' },
       },
       required: ['regulationType', 'subjectType', 'subjectIds'],
@@ -384,13 +392,14 @@ export const DEBUGGER_SCHEMAS = documented({
 export const REPLAY_SCHEMAS = documented({
   create: {
     summary: 'Re-deliver the stored messages of a time range',
+    description: `The stored messages with from <= receivedAt < to. A replay runs until its to has passed, so to may be at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time (400 invalid_request beyond).`,
     tags: ['replays'],
     params: idParams,
     body: {
       type: 'object',
       properties: {
-        from: timeInput,
-        to: timeInput,
+        from: { ...timeInput, description: 'Included: an ISO-8601 time, or epoch milliseconds' },
+        to: { ...timeInput, description: `Not included, at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time: an ISO-8601 time, or epoch milliseconds` },
         receivers: stringList("Receiver URLs of the Webhooks destination and/or the source's function destination ids (fn_…); absent: the Webhooks destination's receivers, all"),
         types: stringList('Message types; absent: all'),
         events: stringList('Only tracks with these event names'),

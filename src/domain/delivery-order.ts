@@ -1,3 +1,5 @@
+import { storedId } from './normalize.js';
+
 /**
  * Ordered delivery's pure rules: which queue (scope) a delivery's key is
  * ordered in, and how one store transaction's new deliveries of a key chain
@@ -20,13 +22,18 @@ export function deliveryScope(sourceId: string, replayId: string | undefined): s
   return replayId === undefined ? destinationScope(sourceId) : replayScope(replayId);
 }
 
-/** The key of a stored message body: its userId, else its anonymousId; undefined when it has neither. */
+/**
+ * The key of a stored message body: its userId, else its anonymousId;
+ * undefined when it has neither. Named as ingest stores ids (storedId): a
+ * body stored before ingest replaced U+0000 may still hold one, which a
+ * PostgreSQL key column (delivery_tails) refuses on every try.
+ */
 export function orderKeyOf(body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
   const record = body as Record<string, unknown>;
   for (const field of ['userId', 'anonymousId']) {
     const value = record[field];
-    if (typeof value === 'string' && value !== '') return value;
+    if (typeof value === 'string' && value !== '') return storedId(value);
     if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   }
   return undefined;

@@ -40,7 +40,7 @@ export type PreparedCall = AcceptedCall | RejectedCall;
 
 /** Library names of browser SDKs, whose calls get `context.ip` from the request. */
 const BROWSER_LIBRARIES = new Set(['analytics.js', 'analytics-next', '@segment/analytics-next', 'RudderLabs JavaScript SDK']);
-/** The longest userId or messageId the admin API's filters accept, in characters. */
+/** How much of a rejected message's messageId its summary keeps, in characters. */
 export const MAX_ID_LENGTH = 1_024;
 /**
  * The longest userId, anonymousId, groupId, previousId or messageId a

@@ -11,6 +11,13 @@ export interface ReplaySelection {
   readonly events: readonly string[] | undefined;
 }
 
+/**
+ * How far ahead of the server's time a replay's `to` may be. A replay runs
+ * until its `to` has passed (messages of its range may still arrive until
+ * then), so a `to` far ahead would have it follow live traffic for as long.
+ */
+export const MAX_REPLAY_AHEAD_MS = 24 * 3_600_000;
+
 /** A stored message as a replay looks at it. */
 export interface ReplayCandidate {
   readonly status: string;

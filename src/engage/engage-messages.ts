@@ -1,4 +1,5 @@
 import type { EngageMessage } from '../domain/engage/index.js';
+import { storedId } from '../domain/normalize.js';
 import type { StoredMessage } from '../store/store.js';
 import type { ParsedMessage } from './profile-set.js';
 import { SYNC_REASON_PREFIX } from './sync-messages.js';
@@ -39,12 +40,17 @@ export function engageMessageOf(stored: StoredMessage): ParsedMessage | undefine
 
 /** `parsed`: the message as {@link engageMessageOf} read it, when it already did. */
 export function identifiersOf(stored: StoredMessage, parsed = engageMessageOf(stored)): string[] {
-  if (stored.type === 'delete' && stored.userId !== undefined) return [`user_id:${stored.userId}`];
+  if (stored.type === 'delete' && stored.userId !== undefined) return [`user_id:${storedId(stored.userId)}`];
   return parsed === undefined ? [] : [...parsed.identifiers, ...parsed.previous];
 }
 
+/**
+ * An id of a stored body, named as ingest stores ids (storedId): a body
+ * stored before ingest replaced U+0000 may still hold one, which profiles'
+ * identifiers (PostgreSQL text) refuse on every try.
+ */
 function idOf(value: unknown): string | undefined {
-  if (typeof value === 'string' && value.length > 0) return value;
+  if (typeof value === 'string' && value.length > 0) return storedId(value);
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   return undefined;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ProfileState } from '../domain/engage/index.js';
+import { storedId } from '../domain/normalize.js';
 import { regulationEffects } from '../domain/regulation.js';
 import type { ComputationRecord, EngageBatch, IngestEntry, Store } from '../store/store.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -305,7 +306,7 @@ export class EngageRunner {
     for (const [i, stored] of page.entries()) {
       if (stored.type === 'delete' && stored.userId !== undefined && stored.status === 'accepted') {
         messages.push(...this.evaluatePage(definitions, work, applied, at));
-        await work.erase(`user_id:${stored.userId}`);
+        await work.erase(`user_id:${storedId(stored.userId)}`);
         continue;
       }
       const message = parsed[i];

@@ -65,6 +65,9 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     trustProxy: options.trustProxy,
     requestTimeout: REQUEST_TIMEOUT_MS,
     bodyLimit: 1024 * 1024,
+    // A path parameter may be an id of up to 1,024 bytes of UTF-8, percent-encoded
+    // (`GET /admin/v1/profiles/anonymous_id:<id>`: 3 characters a byte); Fastify's default is 100.
+    routerOptions: { maxParamLength: 4_096 },
     return503OnClosing: true,
     // Route schemas validate what the body holds, as JSON: no type coercion,
     // no defaults filled in, nothing removed (the services see what was sent).

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { orderKeyOf } from '../domain/delivery-order.js';
+import { storedId } from '../domain/normalize.js';
 import { REPLAY_WINDOW, nextReplayWindow, pickReplayPage, replayTargets } from '../domain/replay.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -196,8 +197,9 @@ export class ReplayRunner {
       }
       // Else queue what of it is in the range, and move the cursor past the rest, as for any page.
     }
+    // Subjects name ids as ingest stores them; an older SQLite message's userId may still hold U+0000.
     const keep = (message: StoredMessage): boolean =>
-      message.userId === undefined || suppressions.regulationFor(replay.sourceId, message.userId) === undefined;
+      message.userId === undefined || suppressions.regulationFor(replay.sourceId, storedId(message.userId)) === undefined;
     const picked = pickReplayPage(page, room, replay, filters, keep);
     if (picked === undefined) return { queued: 0, waitingForRange: false };
     const targets = replayTargets(replay.receivers);
@@ -275,12 +277,16 @@ function pastRange(page: readonly StoredMessage[], to: number): boolean {
   return page.every((message) => message.receivedAt >= to);
 }
 
-/** The ordering key of each picked message (a replay always keeps each key's order). */
+/**
+ * The ordering key of each picked message (a replay always keeps each key's
+ * order), named as ingest stores ids (storedId, as orderKeyOf does): a
+ * message stored before ingest replaced U+0000 may still hold one.
+ */
 function orderKeysOf(page: readonly StoredMessage[], seqs: readonly number[]): Array<string | undefined> {
   const bySeq = new Map(page.map((message) => [message.seq, message]));
   return seqs.map((seq) => {
     const message = bySeq.get(seq);
     if (message === undefined) return undefined;
-    return message.userId ?? orderKeyOf(JSON.parse(message.body) as unknown);
+    return message.userId === undefined ? orderKeyOf(JSON.parse(message.body) as unknown) : storedId(message.userId);
   });
 }

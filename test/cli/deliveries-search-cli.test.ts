@@ -61,10 +61,10 @@ function cliSuite(name: string, flags: () => Record<string, string>, storeArgs: 
       it(`refuses an empty or too long id, naming the flag's field (${way})`, async () => {
         const empty = await runCli(['deliveries', 'list', '--user-id=', ...args()], env());
         assert.equal(empty.code, 1);
-        assert.match(empty.stderr, /userId must be a string of 1 to 1024 characters/);
+        assert.match(empty.stderr, /userId must be a non-empty string of at most 1024 bytes \(UTF-8\)/);
         const long = await runCli(['deliveries', 'list', '--message-id', 'm'.repeat(1_025), ...args()], env());
         assert.equal(long.code, 1);
-        assert.match(long.stderr, /messageId must be a string of 1 to 1024 characters/);
+        assert.match(long.stderr, /messageId must be a non-empty string of at most 1024 bytes \(UTF-8\)/);
       });
     }
   });

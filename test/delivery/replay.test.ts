@@ -153,6 +153,15 @@ describe('replays', () => {
     assert.equal(backwards.body.error.code, 'invalid_request');
     const badType = await sy.admin('POST', `/sources/${source.id}/replays`, { ...range, types: ['tracks'] });
     assert.match(badType.body.error.message, /types: "tracks" is not one of/);
+    // A replay runs until its `to` has passed: one far ahead would follow live traffic for as long.
+    const hours = (n: number): string => new Date(Date.now() + n * 3_600_000).toISOString();
+    const farAhead = await sy.admin('POST', `/sources/${source.id}/replays`, { from: range.from, to: hours(25) });
+    assert.equal(farAhead.status, 400, JSON.stringify(farAhead.body));
+    assert.equal(farAhead.body.error.code, 'invalid_request');
+    assert.match(farAhead.body.error.message, /^to must be at most 24 hours ahead of the server's time \(\d{4}-\d\d-\d\dT[\d:.]+Z\): a replay runs until its to has passed$/);
+    const dayAhead = await sy.admin('POST', `/sources/${source.id}/replays`, { from: range.from, to: hours(23.9) });
+    assert.equal(dayAhead.status, 201, JSON.stringify(dayAhead.body));
+    assert.equal((await sy.admin('POST', `/replays/${dayAhead.body.id}/cancel`)).body.status, 'cancelled');
     const bare = await sy.createSource('no-destination');
     assert.equal((await sy.admin('POST', `/sources/${bare.id}/replays`, range)).status, 404);
     assert.equal((await sy.admin('GET', '/replays/rpl_nope')).status, 404);

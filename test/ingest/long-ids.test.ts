@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
-import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
+import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
 /*
  * Ids are bounded in bytes of UTF-8, not characters. On PostgreSQL the ids
@@ -66,6 +66,21 @@ function describeLongIds(name: string, flags: () => Record<string, string>): voi
       const refused = await sy.admin('POST', '/regulations', { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: [cjk(342)] });
       assert.equal(refused.status, 400);
       assert.match(JSON.stringify(refused.body), /subjectIds\[0\] must be a non-empty string of at most 1024 bytes \(UTF-8\)/);
+    });
+
+    void it('finds a profile by a userId of 1,024 bytes, and refuses an identifier whose id is longer', async () => {
+      const source = await sy.createSource('long-profile');
+      const userId = 'p'.repeat(1_024);
+      assert.equal((await sy.send('/v1/identify', source.writeKey, { userId, traits: { plan: 'pro' } })).status, 200);
+      const found = await eventually(async () => {
+        const answer = await sy.admin('GET', `/profiles/user_id:${userId}`);
+        return answer.status === 200 ? answer.body : undefined;
+      }, 10_000, 'the profile of a userId of 1,024 ASCII characters');
+      assert.deepEqual(found.identifiers, [`user_id:${userId}`]);
+      const refused = await sy.admin('GET', `/profiles/user_id:${encodeURIComponent(cjk(342))}`);
+      assert.equal(refused.status, 400);
+      assert.equal(refused.body.error.code, 'invalid_request');
+      assert.match(refused.body.error.message, /the id of 1 to 1024 bytes \(UTF-8\)/);
     });
   });
 }

@@ -176,9 +176,11 @@ void describe('regulations: deletion and suppression requests', () => {
       [{ ...ok, subjectIds: [] }, /subjectIds must be an array of 1 to 5000/],
       [{ ...ok, subjectIds: 'u' }, /subjectIds must be an array/],
       [{ ...ok, subjectIds: Array.from({ length: 5001 }, (_, i) => `u${i}`) }, /subjectIds must be an array of 1 to 5000/],
-      [{ ...ok, subjectIds: ['u', ''] }, /subjectIds\[1\] must be a string of 1 to 1024 characters/],
+      [{ ...ok, subjectIds: ['u', ''] }, /^subjectIds\[1\] must be a non-empty string of at most 1024 bytes \(UTF-8\)$/],
       [{ ...ok, subjectIds: ['u', 'v', 7] }, /subjectIds\[2\]/],
-      [{ ...ok, subjectIds: ['x'.repeat(1025)] }, /subjectIds\[0\]/],
+      // The same message whatever makes an id too long: its characters or its bytes (as ingest bounds ids).
+      [{ ...ok, subjectIds: ['x'.repeat(1025)] }, /^subjectIds\[0\] must be a non-empty string of at most 1024 bytes \(UTF-8\)$/],
+      [{ ...ok, subjectIds: ['\u4e00'.repeat(342)] }, /^subjectIds\[0\] must be a non-empty string of at most 1024 bytes \(UTF-8\)$/],
       [{ ...ok, sourceIds: [] }, /sourceIds must be an array of 1 to 1000 items/],
       [{ ...ok, sourceIds: [source.id, 'src_nope', 'src_gone'] }, /sourceIds: no source with id "src_nope", "src_gone"/],
       [{ ...ok, userIds: ['u'] }, /unknown field "userIds"/],
