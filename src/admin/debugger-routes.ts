@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../errors.js';
 import type { DebuggerAdmin } from './debugger-admin.js';
-import { DebuggerStream, type StreamStore } from './debugger-stream.js';
+import { DebuggerStream, MAX_DEBUGGER_STREAMS, type StreamStore } from './debugger-stream.js';
 import { DEBUGGER_SCHEMAS } from './route-schemas.js';
 
 export interface DebuggerRoutesOptions {
@@ -33,6 +34,10 @@ export function debuggerRoutes(options: DebuggerRoutesOptions): (app: FastifyIns
     app.get<{ Params: { id: string } }>('/sources/:id/debugger/stream', { schema: DEBUGGER_SCHEMAS.stream }, async (request, reply) => {
       // Everything that can fail with an error answer happens before the hijack.
       const afterSeq = await admin.streamCursor(request.params.id, request.headers['last-event-id']);
+      if (open.size >= MAX_DEBUGGER_STREAMS) {
+        void reply.header('retry-after', '5');
+        throw new ApiError('overloaded', `${MAX_DEBUGGER_STREAMS} live debugger streams are open on this node, the most it serves at once; close one, or retry later`);
+      }
       reply.hijack();
       const stream = new DebuggerStream(reply.raw, { store: streamStore, sourceId: request.params.id, afterSeq, onError });
       open.add(stream);

@@ -13,6 +13,14 @@ export interface DebuggerStreamOptions {
   readonly onError: (error: unknown) => void;
 }
 
+/**
+ * Live debugger streams open at once on one node. Each reads the store on
+ * every commit of messages (a connection of the pool on PostgreSQL, for the
+ * read's length), so their number is bounded like every other connection's
+ * resources; a console tab holds one.
+ */
+export const MAX_DEBUGGER_STREAMS = 64;
+
 /** Messages read per query, which bounds what one stream holds in memory. */
 const PAGE = 50;
 /** A reader further behind than this skips ahead to the newest messages. */

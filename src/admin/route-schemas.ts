@@ -1,5 +1,6 @@
 import { MAX_ID_BYTES } from '../domain/normalize.js';
 import { MAX_REPLAY_AHEAD_MS } from '../domain/replay.js';
+import { MAX_DEBUGGER_STREAMS } from './debugger-stream.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -384,8 +385,9 @@ export const DEBUGGER_SCHEMAS = documented({
     summary: "The source's messages, live, as Server-Sent Events",
     tags: ['debugger'],
     params: idParams,
+    description: `At most ${MAX_DEBUGGER_STREAMS} streams are open at once on one node; past that, 503 overloaded with Retry-After.`,
     'x-responses': { 200: ok('text/event-stream: one "message" event per stored message, its data shaped as a debugger entry') },
-    'x-errors': ['invalid_request', 'not_found'],
+    'x-errors': ['invalid_request', 'not_found', 'overloaded'],
   },
 });
 

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { MAX_LAG } from '../../src/admin/debugger-stream.js';
+import { MAX_DEBUGGER_STREAMS, MAX_LAG } from '../../src/admin/debugger-stream.js';
 import { SseReader, StreamEnded } from '../helpers/sse.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
@@ -159,6 +159,35 @@ void describe('debugger', () => {
     await connected(reader);
     await other.close();
     await assert.rejects(reader.next(), StreamEnded);
+  });
+
+  void it(`serves at most ${MAX_DEBUGGER_STREAMS} live streams at once on a node, and another once one closes`, async () => {
+    const other = await startTestSwitchyard();
+    const readers: SseReader[] = [];
+    try {
+      const source = await other.createSource('many');
+      const url = `${other.url}/admin/v1/sources/${source.id}/debugger/stream`;
+      for (let i = 0; i < MAX_DEBUGGER_STREAMS; i++) readers.push(await SseReader.open(url, AUTH));
+      await Promise.all(readers.map((reader) => connected(reader)));
+      const refused = await fetch(url, { headers: AUTH });
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get('retry-after'), '5');
+      const body = (await refused.json()) as { error: { code: string; message: string } };
+      assert.equal(body.error.code, 'overloaded');
+      assert.match(body.error.message, /live debugger streams are open on this node/);
+
+      readers.shift()!.close();
+      const reopened = await eventually(async () => {
+        const response = await fetch(url, { headers: AUTH });
+        if (response.status === 200) return response;
+        await response.body?.cancel();
+        return undefined;
+      }, 10_000, 'a stream once one closed');
+      await reopened.body?.cancel();
+    } finally {
+      for (const reader of readers) reader.close();
+      await other.close();
+    }
   });
 
   void it('prints a source\'s messages from the CLI, and follows new ones', async () => {
