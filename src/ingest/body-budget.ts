@@ -11,12 +11,12 @@
  * would run it out of memory. The commit backlog's bound (serve.ts) counts
  * only requests already read.
  *
- * So a body reserves what it may hold before it is read (its declared
- * length; a chunked or compressed body, as it grows), and a request that
- * would go over either bound is refused with 503 `overloaded` at once,
- * reading nothing more of it. The share per client address keeps one client
- * from taking the whole budget from the rest; a client that sends its
- * bodies at network speed never holds more than a few at once.
+ * So a body reserves what it holds as it grows (see `readBody`: what the
+ * client sent, at most twice that), and a request that would go over
+ * either bound is refused with 503 `overloaded` at once, reading nothing
+ * more of it. Taking the budget thus costs sending it. The share per
+ * address keeps one client from taking the whole budget from the rest; a
+ * client that sends its bodies at network speed holds few at once.
  */
 export class BodyBudget {
   private used = 0;

@@ -39,7 +39,18 @@ export async function browserRoutes(app: FastifyInstance, options: BrowserRoutes
   const bundles = new AnalyticsJsFiles(app.log);
 
   app.addHook('onRequest', allowAnyOrigin);
-  app.options('/sourceConfig*', async (request, reply) => answerPreflight(request, reply, 'GET, OPTIONS'));
+  // Answered on onRequest, before Fastify would read a body (a preflight has
+  // none, and this route has no credential to check first).
+  app.options(
+    '/sourceConfig*',
+    {
+      onRequest: async (request, reply) => {
+        answerPreflight(request, reply, 'GET, OPTIONS');
+        return reply;
+      },
+    },
+    async () => undefined,
+  );
 
   const baseUrl = (request: FastifyRequest): string => {
     const base = publicBaseUrl(options.publicUrl, request.protocol, request.host);

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { anonymousIdFromHeader } from '../domain/browser-settings.js';
-import { clientAddress } from '../domain/client-address.js';
+import { clientAddress, proxiedPeer } from '../domain/client-address.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -160,8 +160,9 @@ export class TrackingApi {
     const stores = route.kind !== 'client-metrics';
     const span = stores && tracing.enabled ? startRequestSpan(tracing, request, route.path) : NO_SPAN;
     for (const [name, value] of Object.entries(anyOriginHeaders(request.headers.origin))) response.setHeader(name, value);
-    const ip = clientAddress(request.socket.remoteAddress, this.server.trustProxy ? request.headers['x-forwarded-for'] : undefined);
-    const reservation = this.bodies.open(ip);
+    const forwardedFor = this.server.trustProxy ? request.headers['x-forwarded-for'] : undefined;
+    const ip = clientAddress(request.socket.remoteAddress, forwardedFor);
+    const reservation = this.bodies.open(proxiedPeer(request.socket.remoteAddress, forwardedFor));
     try {
       if (this.closing) {
         response.setHeader('connection', 'close');

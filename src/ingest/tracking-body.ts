@@ -40,6 +40,8 @@ export function discardRestOfBody(request: IncomingMessage): void {
   });
   request.once('end', () => clearTimeout(timer));
   request.once('close', () => clearTimeout(timer));
+  // Reading stopped with the request paused (see readBody): a listener alone does not start it again.
+  request.resume();
 }
 
 /**

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { type Socket, connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { BodyBudget } from '../../src/ingest/body-budget.js';
 import { BODY_BUDGET } from '../../src/ingest/tracking-api.js';
@@ -30,7 +32,7 @@ describe('BodyBudget', () => {
 
 /**
  * A client that opens a connection, declares a batch of `bytes` and sends
- * only its first kilobyte, holding the rest back: the slow-body attack.
+ * all but its last 10 KB, holding the rest back: the slow-body attack.
  */
 function holdBody(port: number, writeKey: string, forwardedFor: string, bytes: number): Socket {
   const socket = connect(port, '127.0.0.1');
@@ -38,9 +40,26 @@ function holdBody(port: number, writeKey: string, forwardedFor: string, bytes: n
   socket.write(
     `POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${basicAuth(writeKey)}\r\nContent-Type: application/json\r\n` +
       `X-Forwarded-For: ${forwardedFor}\r\nContent-Length: ${bytes}\r\n\r\n` +
-      `{"batch":[${' '.repeat(1024)}`,
+      `{"batch":[${' '.repeat(bytes - 10 * 1024)}`,
   );
   return socket;
+}
+
+/** Sends `body` as a chunked request, `chunkBytes` at a time, and resolves its answer's status line and body. */
+async function sendChunked(port: number, writeKey: string, headers: string, body: Buffer, chunkBytes: number): Promise<{ head: string; body: string }> {
+  const socket = connect(port, '127.0.0.1');
+  let answer = '';
+  socket.setEncoding('latin1').on('data', (text: string) => (answer += text));
+  socket.write(`POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${basicAuth(writeKey)}\r\nContent-Type: application/json\r\n${headers}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n`);
+  const parts: string[] = [];
+  for (let at = 0; at < body.length; at += chunkBytes) {
+    const chunk = body.subarray(at, at + chunkBytes);
+    parts.push(`${chunk.length.toString(16)}\r\n${chunk.toString('latin1')}\r\n`);
+  }
+  socket.end(`${parts.join('')}0\r\n\r\n`, 'latin1');
+  await once(socket, 'close');
+  const [head = '', text = ''] = answer.split('\r\n\r\n');
+  return { head, body: text };
 }
 
 async function bodyBytesReading(url: string): Promise<number> {
@@ -114,5 +133,41 @@ describe('request bodies being read are bounded in all and per client address', 
     }, 10_000, 'the two served batches');
     assert.equal(messages.length, 40);
     assert.ok(messages.every((message) => message.status === 'accepted'));
+  });
+
+  it('a body sent in many chunks arrives whole, one-byte chunks too', async () => {
+    const cases = [
+      { chunkBytes: 777, body: JSON.stringify(batch()) },
+      // A character split across chunks must come out whole.
+      { chunkBytes: 1, body: JSON.stringify({ batch: [{ type: 'track', event: 'Tiny', userId: 'u', properties: { text: 'é✓' } }] }) },
+    ];
+    for (const { chunkBytes, body } of cases) {
+      const before = (await sy.store.listRecentMessages(sourceId, 1000)).length;
+      const answer = await sendChunked(port, writeKey, '', Buffer.from(body, 'utf8'), chunkBytes);
+      assert.match(answer.head, /^HTTP\/1\.1 200 /, answer.body);
+      const count = JSON.parse(body).batch.length as number;
+      await eventually(async () => ((await sy.store.listRecentMessages(sourceId, 1000)).length === before + count ? true : undefined), 10_000, 'the chunked batch');
+    }
+    const [tiny] = await sy.store.listRecentMessages(sourceId, 1);
+    assert.equal(JSON.parse(tiny!.body).properties.text, 'é✓');
+  });
+
+  it('a client gone in the middle of a compressed body leaves the server up and nothing reserved', async () => {
+    const gzipped = gzipSync(JSON.stringify(batch()));
+    for (let i = 0; i < 5; i++) {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.write(
+        `POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${basicAuth(writeKey)}\r\nContent-Type: application/json\r\n` +
+          `Content-Encoding: gzip\r\nContent-Length: ${gzipped.length}\r\n\r\n`,
+      );
+      socket.write(gzipped.subarray(0, gzipped.length >> 1));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      if (i % 2 === 0) socket.end();
+      else socket.resetAndDestroy();
+    }
+    await untilReading(sy.url, 0);
+    assert.equal((await fetch(`${sy.url}/healthz`)).status, 200);
+    assert.equal((await sendFrom('10.0.4.1')).status, 200);
   });
 });
