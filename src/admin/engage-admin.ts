@@ -142,7 +142,7 @@ export class EngageAdmin {
   }
 
   async profile(identifier: string, query: { identifiersLimit?: unknown; identifiersCursor?: unknown } = {}): Promise<ProfileView> {
-    const limit = limitParam(query.identifiersLimit, IDENTIFIERS_PAGE, MAX_PROFILE_IDENTIFIERS);
+    const limit = limitParam(query.identifiersLimit, IDENTIFIERS_PAGE, MAX_PROFILE_IDENTIFIERS, 'identifiersLimit');
     const cursor = query.identifiersCursor;
     const after = typeof cursor === 'string' && cursor !== '' ? decodeIdentifierCursor(cursor) : undefined;
     const record = await this.requireProfile(identifier);
@@ -176,8 +176,8 @@ export class EngageAdmin {
   }
 
   async events(identifier: string, query: { limit?: unknown }): Promise<{ events: unknown[] }> {
-    const record = await this.requireProfile(identifier);
     const limit = limitParam(query.limit, 20, 50);
+    const record = await this.requireProfile(identifier);
     const messages = await this.store.getMessagesBySeq(record.recentSeqs.slice(0, limit));
     return { events: messages.map(eventView) };
   }
