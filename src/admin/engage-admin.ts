@@ -14,7 +14,7 @@ import {
 import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
 import { ApiError } from '../errors.js';
 import type { ComputationKind, ComputationRecord, StoredMessage, Store } from '../store/store.js';
-import { limitParam, rejectUnknownFields, requireName, requireObject } from './validate.js';
+import { limitParam, refuseNul, rejectUnknownFields, requireName, requireObject } from './validate.js';
 
 /** A computed trait or audience as the admin API and the CLI show it (times ISO-8601). */
 export interface ComputationView {
@@ -205,6 +205,7 @@ export class EngageAdmin {
     }
     const ids = [...new Set(value as string[])];
     for (const [index, sourceId] of ids.entries()) {
+      refuseNul(sourceId, `destinations[${index}]`);
       if ((await this.store.getSource(sourceId)) === undefined) {
         throw new ApiError('invalid_request', `destinations[${index}]: no source with id ${JSON.stringify(sourceId.slice(0, 60))}`);
       }

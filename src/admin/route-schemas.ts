@@ -291,6 +291,7 @@ export const DELIVERY_SCHEMAS = documented({
         messageId: { type: 'string', description: `Only deliveries of messages with this messageId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
       },
     },
+    'x-nul-mapped': ['userId', 'messageId'],
     'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
     'x-errors': ['invalid_request'],
   },

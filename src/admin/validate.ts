@@ -22,7 +22,19 @@ export function requireName(value: unknown, field = 'name'): string {
   if (typeof value !== 'string' || value.trim() === '' || value.length > 200) {
     throw new ApiError('invalid_request', `${field} must be a non-empty string of at most 200 characters`);
   }
+  if (value.includes('\u0000')) throw new ApiError('invalid_request', `${field} must not hold U+0000`);
   return value.trim();
+}
+
+/**
+ * U+0000 in an id this API makes (a source's, a replay's, a
+ * transformation's…): none ever holds one, and PostgreSQL text cannot, so
+ * such a value is a 400 naming the field rather than a lookup. adminRoutes
+ * applies it to every path and query parameter; services to the ids their
+ * bodies name.
+ */
+export function refuseNul(value: unknown, field: string, code: ErrorCode = 'invalid_request'): void {
+  if (typeof value === 'string' && value.includes('\u0000')) throw new ApiError(code, `${field} must not hold U+0000 (no id this API makes does)`);
 }
 
 export function optionalBoolean(value: unknown, field: string): boolean | undefined {
