@@ -26,6 +26,13 @@ export interface RouteDocumentation {
   readonly 'x-errors'?: readonly ErrorCode[];
   /** The error code of a validation failure under a top-level body field; `invalid_request` elsewhere. */
   readonly 'x-validation-codes'?: Readonly<Record<string, ErrorCode>>;
+  /**
+   * Admin routes: the path or query parameters that name an id as a client
+   * sent it (a userId, a profile identifier), which may hold U+0000: the
+   * route names it as ingest stores it (`storedId`). adminRoutes answers 400
+   * for U+0000 in any other parameter.
+   */
+  readonly 'x-nul-mapped'?: readonly string[];
 }
 
 export type JsonSchema = Readonly<Record<string, unknown>>;

@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiError } from '../errors.js';
 import type { AdminAuth } from './admin-auth.js';
 import { SOURCE_SCHEMAS } from './route-schemas.js';
-import { jsonBoundsError } from './validate.js';
+import { jsonBoundsError, refuseNul } from './validate.js';
 import { validationError } from './validation-errors.js';
 import type { RouteDocumentation } from '../route-documentation.js';
 import type { SourceAdmin } from './source-admin.js';
@@ -22,6 +22,19 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
     if (match === null) throw new ApiError('unauthorized', 'send the admin token as "Authorization: Bearer <token>"');
     if (!(await auth.verify(match[1]!))) throw new ApiError('unauthorized', 'the admin token is wrong');
+  });
+
+  // U+0000 in a path or query parameter: 400, before a route looks it up. Ids this API makes never hold
+  // one, and PostgreSQL text cannot (the lookup failed with 500 there); a route naming an id as a client
+  // sent it (a userId, a profile identifier) lists it in `x-nul-mapped` and maps it as ingest stores it.
+  app.addHook('onRequest', async (request) => {
+    const mapped = (request.routeOptions.schema as RouteDocumentation | undefined)?.['x-nul-mapped'] ?? [];
+    for (const values of [request.params, request.query]) {
+      for (const [name, value] of Object.entries((values ?? {}) as Record<string, unknown>)) {
+        if (mapped.includes(name)) continue;
+        for (const one of Array.isArray(value) ? value : [value]) refuseNul(one, name);
+      }
+    }
   });
 
   // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:

@@ -2,7 +2,7 @@ import { ApiError } from '../errors.js';
 import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
 import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
 import { functionIdOf } from '../domain/routing.js';
-import { limitParam, rejectUnknownFields, requireObject, timeParam } from './validate.js';
+import { limitParam, refuseNul, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
 /** A delivery as the admin API and the CLI show it; times are ISO-8601. */
 export interface DeliveryView {
@@ -114,6 +114,7 @@ export class DeliveryAdmin {
     const body = input === undefined || input === null ? {} : requireObject(input);
     rejectUnknownFields(body, ['sourceId', 'since']);
     const sourceId = optionalString(body['sourceId'], 'sourceId');
+    refuseNul(sourceId, 'sourceId');
     if (sourceId !== undefined && (await this.store.getSource(sourceId)) === undefined) {
       throw new ApiError('not_found', `no source with id ${JSON.stringify(sourceId.slice(0, 60))}`);
     }

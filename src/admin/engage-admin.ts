@@ -14,7 +14,7 @@ import {
 import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
 import { ApiError } from '../errors.js';
 import type { ComputationKind, ComputationRecord, StoredMessage, Store } from '../store/store.js';
-import { limitParam, rejectUnknownFields, requireName, requireObject } from './validate.js';
+import { limitParam, refuseNul, rejectUnknownFields, requireName, requireObject } from './validate.js';
 
 /** A computed trait or audience as the admin API and the CLI show it (times ISO-8601). */
 export interface ComputationView {
@@ -142,7 +142,7 @@ export class EngageAdmin {
   }
 
   async profile(identifier: string, query: { identifiersLimit?: unknown; identifiersCursor?: unknown } = {}): Promise<ProfileView> {
-    const limit = limitParam(query.identifiersLimit, IDENTIFIERS_PAGE, MAX_PROFILE_IDENTIFIERS);
+    const limit = limitParam(query.identifiersLimit, IDENTIFIERS_PAGE, MAX_PROFILE_IDENTIFIERS, 'identifiersLimit');
     const cursor = query.identifiersCursor;
     const after = typeof cursor === 'string' && cursor !== '' ? decodeIdentifierCursor(cursor) : undefined;
     const record = await this.requireProfile(identifier);
@@ -176,8 +176,8 @@ export class EngageAdmin {
   }
 
   async events(identifier: string, query: { limit?: unknown }): Promise<{ events: unknown[] }> {
-    const record = await this.requireProfile(identifier);
     const limit = limitParam(query.limit, 20, 50);
+    const record = await this.requireProfile(identifier);
     const messages = await this.store.getMessagesBySeq(record.recentSeqs.slice(0, limit));
     return { events: messages.map(eventView) };
   }
@@ -205,6 +205,7 @@ export class EngageAdmin {
     }
     const ids = [...new Set(value as string[])];
     for (const [index, sourceId] of ids.entries()) {
+      refuseNul(sourceId, `destinations[${index}]`);
       if ((await this.store.getSource(sourceId)) === undefined) {
         throw new ApiError('invalid_request', `destinations[${index}]: no source with id ${JSON.stringify(sourceId.slice(0, 60))}`);
       }

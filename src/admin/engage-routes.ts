@@ -98,6 +98,7 @@ const ENGAGE_SCHEMAS = {
       summary: 'A profile: identifiers, traits, computed traits and audiences',
       tags: ['profiles'],
       params: identifierParams,
+      'x-nul-mapped': ['identifier'],
       querystring: { type: 'object', properties: { identifiersLimit: { type: 'string' }, identifiersCursor: { type: 'string' } } },
       'x-responses': {
         200: ok('The profile', {
@@ -118,6 +119,7 @@ const ENGAGE_SCHEMAS = {
       summary: "A profile's recent messages, newest first",
       tags: ['profiles'],
       params: identifierParams,
+      'x-nul-mapped': ['identifier'],
       querystring: { type: 'object', properties: { limit: { type: 'string' } } },
       'x-responses': { 200: ok('Messages', { type: 'object', properties: { events: { type: 'array', items: { type: 'object' } } } }) },
       'x-errors': ['invalid_request', 'profile_not_found'],

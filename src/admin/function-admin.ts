@@ -177,6 +177,8 @@ export class FunctionAdmin {
 
   private async checkedCode(value: unknown): Promise<string> {
     if (typeof value !== 'string' || value.trim() === '') throw new ApiError('invalid_function', 'code must be a non-empty string of JavaScript');
+    // Stored as text, which PostgreSQL cannot hold U+0000 in; in a string literal, write it as \u0000 there.
+    if (value.includes('\u0000')) throw new ApiError('invalid_function', 'code must not hold U+0000 (write it as \\u0000 in a string literal)');
     try {
       await checkFunctionCode(value, this.options.limits);
     } catch (error) {

@@ -1,6 +1,6 @@
 import { MINUTE_MS, type TrafficSeries, minuteOf, trafficSeries } from '../domain/traffic.js';
-import { ApiError } from '../errors.js';
 import type { Store } from '../store/store.js';
+import { integerParam } from './validate.js';
 
 const DEFAULT_MINUTES = 60;
 const MAX_MINUTES = 24 * 60;
@@ -47,7 +47,5 @@ export class OverviewAdmin {
 
 function minutesParam(value: unknown): number {
   if (value === undefined || value === '') return DEFAULT_MINUTES;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_MINUTES) throw new ApiError('invalid_request', `minutes must be an integer from 1 to ${MAX_MINUTES}`);
-  return n;
+  return integerParam(value, 'minutes', 1, MAX_MINUTES);
 }

@@ -291,6 +291,7 @@ export const DELIVERY_SCHEMAS = documented({
         messageId: { type: 'string', description: `Only deliveries of messages with this messageId (exact): 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
       },
     },
+    'x-nul-mapped': ['userId', 'messageId'],
     'x-responses': { 200: ok('Deliveries', { type: 'object', properties: { deliveries: { type: 'array', items: delivery } } }) },
     'x-errors': ['invalid_request'],
   },
@@ -400,7 +401,7 @@ export const REPLAY_SCHEMAS = documented({
     body: {
       type: 'object',
       properties: {
-        from: { ...timeInput, description: 'Included: an ISO-8601 time, or epoch milliseconds' },
+        from: { ...timeInput, description: 'Included: an ISO-8601 time, or epoch milliseconds; from 1970-01-01 (UTC)' },
         to: { ...timeInput, description: `Not included, at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time: an ISO-8601 time, or epoch milliseconds` },
         receivers: stringList("Receiver URLs of the Webhooks destination and/or the source's function destination ids (fn_…); absent: the Webhooks destination's receivers, all"),
         types: stringList('Message types; absent: all'),

@@ -36,8 +36,8 @@ const ok = (description: string, body?: JsonSchema) => (body === undefined ? { d
 const periodQuery: JsonSchema = {
   type: 'object',
   properties: {
-    since: { type: 'string', description: 'ISO-8601 time or epoch ms; counted from the start of its UTC day. Default: 7 days before until' },
-    until: { type: 'string', description: 'ISO-8601 time or epoch ms; counted to the end of its UTC day. Default: now' },
+    since: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted from the start of its UTC day. Default: 7 days before until' },
+    until: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted to the end of its UTC day. Default: now' },
   },
 };
 const jsonTypes = { type: 'array', items: { enum: ['string', 'integer', 'number', 'boolean', 'object', 'array', 'null'] } };
@@ -116,7 +116,7 @@ export const TRACKING_PLAN_SCHEMAS = documented({
     summary: "Violation counts of the source's tracking plan, per event and type, with the latest example of each",
     tags: ['tracking plans'],
     params: idParams,
-    querystring: { type: 'object', properties: { since: { type: 'string', description: 'ISO-8601 time or epoch ms; counted from the start of its hour. Default: 24 hours ago' } } },
+    querystring: { type: 'object', properties: { since: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted from the start of its hour. Default: 24 hours ago' } } },
     'x-responses': { 200: ok('The counts', violationCounts) },
     'x-errors': ['invalid_request', 'not_found'],
   },

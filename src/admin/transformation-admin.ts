@@ -5,7 +5,7 @@ import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { Store, TransformationRecord, TransformationVersionRecord } from '../store/store.js';
 import { CodeError, TransformationRunner, checkTransformationCode } from '../transformations/transformation-runner.js';
 import { newTransformationId } from '../util/ids.js';
-import { rejectUnknownFields, requireName, requireObject } from './validate.js';
+import { refuseNul, rejectUnknownFields, requireName, requireObject } from './validate.js';
 
 export interface TransformationView {
   readonly id: string;
@@ -118,6 +118,7 @@ export class TransformationAdmin {
       code = await this.checkedCode(body['code']);
     } else {
       if (typeof body['id'] !== 'string') throw new ApiError('invalid_request', 'give either code or the id (and version) of a stored transformation');
+      refuseNul(body['id'], 'id');
       const wanted = body['version'];
       if (wanted !== undefined && (typeof wanted !== 'number' || !Number.isInteger(wanted) || wanted < 1)) throw new ApiError('invalid_request', 'version must be a version number (1, 2, …)');
       const stored = await this.store.getTransformationVersion(body['id'], wanted);
@@ -148,6 +149,8 @@ export class TransformationAdmin {
 
   private async checkedCode(value: unknown): Promise<string> {
     if (typeof value !== 'string' || value.trim() === '') throw new ApiError('invalid_transformation', 'code must be a non-empty string of JavaScript');
+    // Stored as text, which PostgreSQL cannot hold U+0000 in; in a string literal, write it as \u0000 there.
+    if (value.includes('\u0000')) throw new ApiError('invalid_transformation', 'code must not hold U+0000 (write it as \\u0000 in a string literal)');
     try {
       await checkTransformationCode(value, this.limits);
     } catch (error) {

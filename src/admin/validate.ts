@@ -22,7 +22,19 @@ export function requireName(value: unknown, field = 'name'): string {
   if (typeof value !== 'string' || value.trim() === '' || value.length > 200) {
     throw new ApiError('invalid_request', `${field} must be a non-empty string of at most 200 characters`);
   }
+  if (value.includes('\u0000')) throw new ApiError('invalid_request', `${field} must not hold U+0000`);
   return value.trim();
+}
+
+/**
+ * U+0000 in an id this API makes (a source's, a replay's, a
+ * transformation's…): none ever holds one, and PostgreSQL text cannot, so
+ * such a value is a 400 naming the field rather than a lookup. adminRoutes
+ * applies it to every path and query parameter; services to the ids their
+ * bodies name.
+ */
+export function refuseNul(value: unknown, field: string, code: ErrorCode = 'invalid_request'): void {
+  if (typeof value === 'string' && value.includes('\u0000')) throw new ApiError(code, `${field} must not hold U+0000 (no id this API makes does)`);
 }
 
 export function optionalBoolean(value: unknown, field: string): boolean | undefined {
@@ -31,19 +43,50 @@ export function optionalBoolean(value: unknown, field: string): boolean | undefi
   return value;
 }
 
-export function limitParam(value: unknown, fallback: number, max: number): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new ApiError('invalid_request', `limit must be an integer from 1 to ${max}`);
+/**
+ * A count from a query string or a body: decimal digits (a string) or a JSON
+ * integer, from `min` to `max`. Hex (`0x10`), exponents (`1e1`), signs and
+ * spaces are refused, though `Number()` would take them.
+ */
+export function integerParam(value: unknown, field: string, min: number, max: number): number {
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isInteger(n) || n < min || n > max) throw new ApiError('invalid_request', `${field} must be an integer from ${min} to ${max}`);
   return n;
 }
 
-/** Parses an ISO-8601 time or epoch milliseconds. */
+/** A page size: {@link integerParam} from 1 to `max`; `fallback` when absent. */
+export function limitParam(value: unknown, fallback: number, max: number, field = 'limit'): number {
+  if (value === undefined || value === '') return fallback;
+  return integerParam(value, field, 1, max);
+}
+
+/**
+ * The times the admin API takes (a query's `since`/`until`, a body's
+ * `since`, `from`, `to`): 1970-01-01T00:00:00.000Z to
+ * 9999-12-31T23:59:59.999Z, epoch ms 0 to 253402300799999. Every
+ * JavaScript Date, PostgreSQL bigint and four-digit ISO-8601 year holds
+ * them, so a time taken is one every store and view can hold.
+ */
+export const MIN_TIME_MS = 0;
+export const MAX_TIME_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** An ISO-8601 date, or date and time (`T` or a space), with an optional fraction and offset (`Z`, `+01:00`, `+0100`). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?)?$/;
+
+/** How {@link timeParam} names the form it takes, in its 400. */
+export const TIME_FORM = 'an ISO-8601 time (2026-01-31T12:00:00Z) or epoch milliseconds, from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z';
+
+/**
+ * A time: an ISO-8601 string, or epoch milliseconds (a JSON integer or a
+ * string of digits), from {@link MIN_TIME_MS} to {@link MAX_TIME_MS};
+ * undefined when absent. Anything else is a 400 naming the field and the form.
+ */
 export function timeParam(value: unknown, field: string): number | undefined {
   if (value === undefined || value === '') return undefined;
-  if (typeof value !== 'number' && typeof value !== 'string') throw new ApiError('invalid_request', `${field} must be an ISO-8601 time`);
-  const ms = typeof value === 'number' ? value : /^\d+$/.test(value) ? Number(value) : Date.parse(value);
-  if (!Number.isFinite(ms)) throw new ApiError('invalid_request', `${field} must be an ISO-8601 time`);
+  let ms = NaN;
+  if (typeof value === 'number') ms = Number.isInteger(value) ? value : NaN;
+  else if (typeof value === 'string') ms = /^\d+$/.test(value) ? Number(value) : ISO_TIME.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(ms) || ms < MIN_TIME_MS || ms > MAX_TIME_MS) throw new ApiError('invalid_request', `${field} must be ${TIME_FORM}`);
   return ms;
 }
 

@@ -14,7 +14,7 @@ import { type WebhookOrdering, type WebhookSettings, parseWebhookSettings } from
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { DestinationRecord, Store } from '../store/store.js';
-import { optionalBoolean, rejectUnknownFields, requireObject } from './validate.js';
+import { optionalBoolean, refuseNul, rejectUnknownFields, requireObject } from './validate.js';
 
 /** What GET shows instead of the shared secret. Sending it back in a PUT keeps the stored secret. */
 export const MASKED_SECRET = '********';
@@ -94,6 +94,7 @@ export class WebhookAdmin {
     if (!parsed.ok) throw new ApiError('invalid_receivers', parsed.problem);
     if (!this.options.allowPrivateReceivers) await this.refusePrivate(parsed.settings);
     const ref = parsed.settings.transformation;
+    refuseNul(ref?.id, 'settings.transformation.id', 'invalid_receivers');
     if (ref !== undefined && (await this.store.getTransformationVersion(ref.id, ref.version)) === undefined) {
       throw new ApiError('invalid_receivers', `settings.transformation: no transformation ${JSON.stringify(ref.id)}${ref.version === undefined ? '' : ` with version ${ref.version}`}`);
     }

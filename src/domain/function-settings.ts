@@ -29,6 +29,7 @@ export function isSecretSettingKey(key: string): boolean {
 export function functionNameProblem(name: unknown): string | undefined {
   if (typeof name !== 'string' || name.trim() === '' || name.length > 100) return 'name must be a non-empty string of at most 100 characters';
   if (name !== name.trim()) return 'name must not start or end with spaces (it is the integrations key, matched exactly)';
+  if (name.includes('\u0000')) return 'name must not hold U+0000';
   if (RESERVED_NAMES.has(name)) return `name "${name}" is reserved in integrations; choose another`;
   return undefined;
 }

@@ -99,7 +99,9 @@ function operation(route: CollectedRoute, pathParameters: readonly string[]): Re
   for (const [status, response] of Object.entries(schema['x-responses'] ?? { 200: { description: 'OK' } })) {
     responses[status] = response.schema === undefined ? { description: response.description } : { description: response.description, content: { 'application/json': { schema: response.schema } } };
   }
-  const errors = [...(schema['x-errors'] ?? []), ...(admin ? (['unauthorized'] as const) : [])];
+  // Every admin route with path or query parameters answers 400 invalid_request for U+0000 in one (see adminRoutes).
+  const refusesNul = admin && parameters.length > 0 && !(schema['x-errors'] ?? []).includes('invalid_request');
+  const errors = [...(schema['x-errors'] ?? []), ...(refusesNul ? (['invalid_request'] as const) : []), ...(admin ? (['unauthorized'] as const) : [])];
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of errors) byStatus.set(ERROR_CODES[code], [...(byStatus.get(ERROR_CODES[code]) ?? []), code]);
   for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
