@@ -1,3 +1,5 @@
+import { parseIpv6 } from './private-address.js';
+
 /**
  * The address a request came from: with proxies trusted, the left-most
  * entry of `X-Forwarded-For` (the client as the first proxy saw it; empty
@@ -35,4 +37,20 @@ export function proxiedPeer(peer: string | undefined, forwardedFor: string | str
     }
   }
   return peer;
+}
+
+/**
+ * The key an address's share of a resource is counted under: an IPv6
+ * address by its /64 (one host or subscriber is given a whole /64, so
+ * keying by the address would give it as many shares as it likes), an
+ * IPv4-mapped one as its IPv4 address, anything else as it is.
+ */
+export function shareKey(address: string | undefined): string {
+  if (address === undefined) return '';
+  const groups = address.includes(':') ? parseIpv6(address) : undefined;
+  if (groups === undefined) return address;
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return `${groups[6]! >>> 8}.${groups[6]! & 255}.${groups[7]! >>> 8}.${groups[7]! & 255}`;
+  }
+  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
 }

@@ -93,7 +93,7 @@ function parseIpv4(text: string): number | undefined {
 }
 
 /** IPv6 text to eight 16-bit groups; handles `::`, a trailing dotted IPv4 and a `%zone`. */
-function parseIpv6(text: string): number[] | undefined {
+export function parseIpv6(text: string): number[] | undefined {
   const zone = text.indexOf('%');
   let rest = zone === -1 ? text : text.slice(0, zone);
   if (!rest.includes(':')) return undefined;

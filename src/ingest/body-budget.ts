@@ -34,9 +34,9 @@ export class BodyBudget {
     return this.used;
   }
 
-  /** A reservation for one request's body, empty until it grows; release it once the request is answered. */
-  open(client: string | undefined): BodyReservation {
-    return new BodyReservation(this, client ?? '');
+  /** A reservation for one request's body, empty until it grows; release it once the request is answered. `client`: see `shareKey`. */
+  open(client: string): BodyReservation {
+    return new BodyReservation(this, client);
   }
 
   /** Takes `bytes` for `client` if both bounds allow it; otherwise says which bound refused, taking nothing. */

@@ -6,7 +6,7 @@ import type { BodyReservation } from './body-budget.js';
 
 /** Slack allowed on compressed input over the decompressed limit (gzip headers, incompressible data). */
 const COMPRESSED_SLACK_BYTES = 64 * 1024;
-/** What a decompressing body is counted as holding before its first byte: zlib's window and buffers. */
+/** What a decompressing body is counted as holding at most for its decoder (zlib's window and buffers), as compressed bytes arrive. */
 const DECODER_BYTES = 64 * 1024;
 
 /** A body the {@link BodyBudget} had no room for: nothing more of it is read. */
@@ -24,8 +24,9 @@ export class BodyBudgetExceeded extends Error {
  * The bytes are kept in one buffer that grows with them (see
  * {@link BodyBuffer}), so what a body holds is what it sent, never more than
  * twice that, whatever its chunks. With a reservation, each growth is
- * reserved before it is made (a compressed body also reserves its decoder
- * first); without room it throws {@link BodyBudgetExceeded}.
+ * reserved before it is made (a compressed body also counts its decoder,
+ * as compressed bytes arrive); without room it throws
+ * {@link BodyBudgetExceeded}.
  */
 export async function readBody(request: IncomingMessage, limit: number, reservation?: BodyReservation): Promise<Buffer> {
   const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
@@ -47,32 +48,40 @@ export async function readBody(request: IncomingMessage, limit: number, reservat
       throw new ApiError('unsupported_encoding', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; use gzip or none`);
   }
   if (decoder !== undefined && declared > limit + COMPRESSED_SLACK_BYTES) throw tooLarge(limit);
-  const base = decoder === undefined ? 0 : DECODER_BYTES;
-  let reserve: Reserve | undefined;
-  if (reservation !== undefined) {
-    reserve = (bytes) => (reservation.growTo(base + bytes) ? undefined : new BodyBudgetExceeded(reservation.refusedBy ?? 'total'));
-    const refused = reserve(0);
-    if (refused !== undefined) {
-      decoder?.destroy();
-      throw refused;
-    }
-  }
   // A declared length caps the buffer: it never grows past what the body will hold.
   const body = new BodyBuffer(decoder === undefined && declared > 0 ? declared : limit);
-  return decoder === undefined ? collect(request, request, limit, body, reserve) : collectDecoded(request, decoder, limit, body, reserve);
+  if (decoder === undefined) {
+    const reserve = reservation === undefined ? undefined : (bytes: number) => (reservation.growTo(bytes) ? undefined : refusal(reservation));
+    return collect(request, request, limit, body, reserve);
+  }
+  // A decoder's own memory is counted as what was sent grows, up to
+  // DECODER_BYTES: counted whole from the first byte, a head alone would
+  // take 64 KB of the budget (1,024 of them, all of it).
+  let decoderShare = 0;
+  const reserve = reservation === undefined ? undefined : (bytes: number) => (reservation.growTo(decoderShare + bytes) ? undefined : refusal(reservation));
+  const onCompressed =
+    reserve === undefined
+      ? undefined
+      : (compressed: number): BodyBudgetExceeded | undefined => {
+          decoderShare = Math.min(DECODER_BYTES, 2 * compressed);
+          return reserve(body.holding);
+        };
+  return collectDecoded(request, decoder, limit, body, reserve, onCompressed);
+}
+
+function refusal(reservation: BodyReservation): BodyBudgetExceeded {
+  return new BodyBudgetExceeded(reservation.refusedBy ?? 'total');
 }
 
 /** Reserves room for `bytes` held in all by the body; the refusal when there is none. */
 type Reserve = (bytes: number) => BodyBudgetExceeded | undefined;
 
-/** The first growth of a body that arrives in more than one chunk. */
-const FIRST_CAPACITY = 16 * 1024;
-
 /**
  * A body's bytes. The first chunk is kept as it came (most bodies arrive in
  * one); from the second on they are copied into one buffer, which doubles as
- * needed up to `cap`. Keeping the chunks themselves would cost an object per
- * chunk: a chunked body of 490,000 one-byte chunks held 215 MB.
+ * needed up to `cap`, so it holds less than twice what arrived. Keeping the
+ * chunks themselves would cost an object per chunk: a chunked body of
+ * 490,000 one-byte chunks held 215 MB.
  */
 class BodyBuffer {
   private first: Buffer | undefined;
@@ -81,16 +90,23 @@ class BodyBuffer {
 
   constructor(private readonly cap: number) {}
 
+  /** Bytes held now. */
+  get holding(): number {
+    return this.buffer?.length ?? this.size;
+  }
+
   /** Bytes held once `chunk` is added. */
   holdingWith(chunk: Buffer): number {
-    if (this.first === undefined && this.buffer === undefined) return chunk.length;
     const needed = this.size + chunk.length;
-    const capacity = this.buffer?.length ?? 0;
-    return needed <= capacity ? capacity : Math.max(needed, Math.min(this.cap, Math.max(2 * capacity, FIRST_CAPACITY)));
+    const held = this.holding;
+    if (this.size === 0) return needed;
+    if (this.buffer !== undefined && needed <= held) return held;
+    // Doubling what is held (never more than twice what arrived), bounded by the cap unless more is needed.
+    return Math.max(needed, Math.min(this.cap, 2 * held));
   }
 
   add(chunk: Buffer): void {
-    if (this.first === undefined && this.buffer === undefined) {
+    if (this.size === 0) {
       this.first = chunk;
       this.size = chunk.length;
       return;
@@ -114,11 +130,20 @@ class BodyBuffer {
   }
 }
 
-async function collectDecoded(request: IncomingMessage, decoder: Transform, limit: number, body: BodyBuffer, reserve: Reserve | undefined): Promise<Buffer> {
+async function collectDecoded(
+  request: IncomingMessage,
+  decoder: Transform,
+  limit: number,
+  body: BodyBuffer,
+  reserve: Reserve | undefined,
+  onCompressed: ((compressed: number) => BodyBudgetExceeded | undefined) | undefined,
+): Promise<Buffer> {
   let compressed = 0;
   const onData = (chunk: Buffer): void => {
     compressed += chunk.length;
     if (compressed > limit + COMPRESSED_SLACK_BYTES) decoder.destroy(tooLarge(limit));
+    const refused = onCompressed?.(compressed);
+    if (refused !== undefined) decoder.destroy(refused);
   };
   const onError = (error: Error): void => {
     decoder.destroy(error);

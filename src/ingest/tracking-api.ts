@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { anonymousIdFromHeader } from '../domain/browser-settings.js';
-import { clientAddress, proxiedPeer } from '../domain/client-address.js';
+import { clientAddress, proxiedPeer, shareKey } from '../domain/client-address.js';
 import { type CallType, LIMITS, type JsonObject, isJsonObject } from '../domain/message.js';
 import { ApiError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -162,7 +162,7 @@ export class TrackingApi {
     for (const [name, value] of Object.entries(anyOriginHeaders(request.headers.origin))) response.setHeader(name, value);
     const forwardedFor = this.server.trustProxy ? request.headers['x-forwarded-for'] : undefined;
     const ip = clientAddress(request.socket.remoteAddress, forwardedFor);
-    const reservation = this.bodies.open(proxiedPeer(request.socket.remoteAddress, forwardedFor));
+    const reservation = this.bodies.open(shareKey(proxiedPeer(request.socket.remoteAddress, forwardedFor)));
     try {
       if (this.closing) {
         response.setHeader('connection', 'close');

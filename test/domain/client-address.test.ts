@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { clientAddress, proxiedPeer } from '../../src/domain/client-address.js';
+import { clientAddress, proxiedPeer, shareKey } from '../../src/domain/client-address.js';
 
 describe('clientAddress', () => {
   it('is the peer without a forwarded address', () => {
@@ -31,5 +31,18 @@ describe('proxiedPeer', () => {
     assert.equal(proxiedPeer('10.0.0.9', undefined), '10.0.0.9');
     assert.equal(proxiedPeer('10.0.0.9', ' , '), '10.0.0.9');
     assert.equal(proxiedPeer(undefined, undefined), undefined);
+  });
+});
+
+describe('shareKey', () => {
+  it('keys IPv6 by its /64, IPv4-mapped IPv6 as IPv4, anything else as it is', () => {
+    assert.equal(shareKey('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64');
+    assert.equal(shareKey('2001:0db8:0001:0002:ffff:ffff:ffff:ffff'), '2001:db8:1:2::/64');
+    assert.equal(shareKey('::ffff:203.0.113.7'), '203.0.113.7');
+    assert.equal(shareKey('::ffff:cb00:7107'), '203.0.113.7');
+    assert.equal(shareKey('203.0.113.7'), '203.0.113.7');
+    assert.equal(shareKey('fe80::1%eth0'), 'fe80:0:0:0::/64');
+    assert.equal(shareKey('not an address'), 'not an address');
+    assert.equal(shareKey(undefined), '');
   });
 });

@@ -71,7 +71,11 @@ async function bodyBytesReading(url: string): Promise<number> {
 /** Waits until the server reserves exactly `bytes` for bodies being read. */
 async function untilReading(url: string, bytes: number): Promise<void> {
   let last = Number.NaN;
-  await eventually(async () => ((last = await bodyBytesReading(url)) === bytes ? true : undefined), 10_000, `${bytes} bytes reserved for bodies (last: ${last})`);
+  try {
+    await eventually(async () => ((last = await bodyBytesReading(url)) === bytes ? true : undefined), 10_000, `${bytes} bytes reserved for bodies`);
+  } catch (error) {
+    throw new Error(`${(error as Error).message} (last: ${last})`);
+  }
 }
 
 describe('request bodies being read are bounded in all and per client address', () => {
@@ -133,6 +137,31 @@ describe('request bodies being read are bounded in all and per client address', 
     }, 10_000, 'the two served batches');
     assert.equal(messages.length, 40);
     assert.ok(messages.every((message) => message.status === 'accepted'));
+  });
+
+  it('a client holds what it sent, not what it declared, compressed or not', async () => {
+    const open = (encoding: string): Socket => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.write(
+        `POST /v1/batch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${basicAuth(writeKey)}\r\nContent-Type: application/json\r\n` +
+          `${encoding}Content-Length: 500000\r\n\r\n`,
+      );
+      return socket;
+    };
+    const plain = Array.from({ length: 10 }, () => open(''));
+    const gzipped = Array.from({ length: 10 }, () => open('Content-Encoding: gzip\r\n'));
+    try {
+      // One byte each, then one more: 500 KB declared, 64 KB of decoder, yet each holds what it sent (twice that, at most).
+      for (const socket of plain) socket.write('{');
+      for (const socket of gzipped) socket.write(gzipSync('{}').subarray(0, 1));
+      await untilReading(sy.url, 10 * 1 + 10 * 2);
+      for (const socket of plain) socket.write('"');
+      await untilReading(sy.url, 10 * 2 + 10 * 2);
+    } finally {
+      for (const socket of [...plain, ...gzipped]) socket.destroy();
+    }
+    await untilReading(sy.url, 0);
   });
 
   it('a body sent in many chunks arrives whole, one-byte chunks too', async () => {
