@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { describeOnBothStores } from '../helpers/postgres.js';
 import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
 
 /*
@@ -106,15 +106,4 @@ function describeNulInput(name: string, flags: () => Record<string, string>): vo
   });
 }
 
-describeNulInput('sqlite', () => ({}));
-
-let db: FreshDatabase | undefined;
-await describePostgres('U+0000 in admin input: postgres', () => {
-  before(async () => {
-    db = await freshDatabase();
-  });
-  after(async () => {
-    await db?.drop();
-  });
-  describeNulInput('postgres', () => ({ 'database-url': db!.url }));
-});
+await describeOnBothStores('U+0000 in admin input', describeNulInput);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { describeOnBothStores } from '../helpers/postgres.js';
 import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
 
 /*
@@ -102,15 +102,4 @@ function describeTimesAndLimits(name: string, flags: () => Record<string, string
   });
 }
 
-describeTimesAndLimits('sqlite', () => ({}));
-
-let db: FreshDatabase | undefined;
-await describePostgres('admin times and limits: postgres', () => {
-  before(async () => {
-    db = await freshDatabase();
-  });
-  after(async () => {
-    await db?.drop();
-  });
-  describeTimesAndLimits('postgres', () => ({ 'database-url': db!.url }));
-});
+await describeOnBothStores('admin times and limits', describeTimesAndLimits);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 
 /**
@@ -76,6 +76,26 @@ export async function describePostgres(name: string, fn: () => void): Promise<vo
   }
   console.warn(`SKIPPING ${name}: ${message}. Set TEST_DATABASE_URL to run it.`);
   it(name, { skip: message }, () => {});
+}
+
+/**
+ * Runs `suite` on the embedded store, then on PostgreSQL with a fresh
+ * database of its own (under {@link describePostgres}: skipped, or failed
+ * under REQUIRE_POSTGRES=1, when PostgreSQL does not answer). `flags` are
+ * the server's settings for that store, read once the suite starts one.
+ */
+export async function describeOnBothStores(name: string, suite: (store: 'sqlite' | 'postgres', flags: () => Record<string, string>) => void): Promise<void> {
+  suite('sqlite', () => ({}));
+  await describePostgres(`${name}: postgres`, () => {
+    let db: FreshDatabase | undefined;
+    before(async () => {
+      db = await freshDatabase();
+    });
+    after(async () => {
+      await db?.drop();
+    });
+    suite('postgres', () => ({ 'database-url': db!.url }));
+  });
 }
 
 export interface FreshDatabase {

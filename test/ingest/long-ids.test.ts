@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { describeOnBothStores } from '../helpers/postgres.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
 /*
@@ -85,15 +85,4 @@ function describeLongIds(name: string, flags: () => Record<string, string>): voi
   });
 }
 
-describeLongIds('sqlite', () => ({}));
-
-let db: FreshDatabase | undefined;
-await describePostgres('ids over 1,024 bytes: postgres', () => {
-  before(async () => {
-    db = await freshDatabase();
-  });
-  after(async () => {
-    await db?.drop();
-  });
-  describeLongIds('postgres', () => ({ 'database-url': db!.url }));
-});
+await describeOnBothStores('ids over 1,024 bytes', describeLongIds);

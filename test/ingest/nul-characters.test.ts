@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type FreshDatabase, describePostgres, freshDatabase } from '../helpers/postgres.js';
+import { describeOnBothStores } from '../helpers/postgres.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
@@ -128,15 +128,4 @@ function describeNul(name: string, flags: () => Record<string, string>): void {
   });
 }
 
-describeNul('sqlite', () => ({}));
-
-let db: FreshDatabase | undefined;
-await describePostgres('U+0000 in a message: postgres', () => {
-  before(async () => {
-    db = await freshDatabase();
-  });
-  after(async () => {
-    await db?.drop();
-  });
-  describeNul('postgres', () => ({ 'database-url': db!.url }));
-});
+await describeOnBothStores('U+0000 in a message', describeNul);
