@@ -47,6 +47,8 @@ export function proxiedPeer(peer: string | undefined, forwardedFor: string | str
  */
 export function shareKey(address: string | undefined): string {
   if (address === undefined) return '';
+  // What a dual-stack listener reports for every IPv4 client, on every request: no parse needed.
+  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7);
   const groups = address.includes(':') ? parseIpv6(address) : undefined;
   if (groups === undefined) return address;
   if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
