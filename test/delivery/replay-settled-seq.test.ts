@@ -41,6 +41,11 @@ await describePostgres('A replay and a message transaction that commits late (Po
     const from = new Date().toISOString();
     assert.equal((await track('first')).status, 200);
     await eventually(() => (live().includes('first') ? true : undefined), 10_000, 'the first delivered live');
+    // Settled past the first before a writer holds a later seq open: while one does, nothing after
+    // what was settled before it began can settle (see SettledSeq), and under load no reader (Engage,
+    // the debugger) may have looked in between.
+    const [first] = await node.store.listRecentMessages(source.id, 1);
+    await eventually(async () => ((await node!.store.settledMessageSeq()).seq >= first!.seq ? true : undefined), 10_000, 'the first settled');
     // The first track again as 'held', in a transaction that stalls before its commit.
     held = await holdMessageInsert(db.url, 'first', { messageId: 'held' });
     for (const id of ['second', 'third']) assert.equal((await track(id)).status, 200);
