@@ -202,7 +202,11 @@ describeBrowser('every console page on a phone (390 px wide, New York time, Germ
     await page.goto(`${sy.url}/console#/debugger?source=${source.id}`);
     const messages = page.locator('button.message');
     const viewed = messages.filter({ hasText: 'Product Viewed' });
-    await viewed.waitFor();
+    await viewed.waitFor({ timeout: 30_000 }).catch(async (error: unknown) => {
+      // Once in CI (two test files beside Chromium on two CPUs) the row did not show within 10 s; say what the page showed instead.
+      const shown = await page.locator('main').innerText().catch(() => '(no main)');
+      throw new Error(`the debugger showed no "Product Viewed" row; the page showed:\n${shown}`, { cause: error });
+    });
     assert.match((await viewed.textContent()) ?? '', /Product Viewed · anonymous anon-9d8c7b6a-5f4e-3d2c-1b0a-998877665544$/);
     assert.match((await messages.filter({ hasText: 'Pricing' }).textContent()) ?? '', /Pricing · anonymous anon-9d8c7b6a/);
     assert.match((await messages.filter({ hasText: 'Order Completed' }).first().textContent()) ?? '', /· user user-4f1c2a9e-0b7d-4c55-9a61-7e3c2b1d0f88$/);
