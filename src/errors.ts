@@ -40,6 +40,8 @@ export const ERROR_CODES = {
   function_name_taken: 409,
   // Both
   route_not_found: 404,
+  invalid_path: 400,
+  path_too_long: 414,
   internal_error: 500,
 } as const;
 

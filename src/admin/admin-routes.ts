@@ -4,6 +4,7 @@ import type { AdminAuth } from './admin-auth.js';
 import { SOURCE_SCHEMAS } from './route-schemas.js';
 import { jsonBoundsError, refuseNul } from './validate.js';
 import { validationError } from './validation-errors.js';
+import { shownPath } from '../domain/shown-path.js';
 import type { RouteDocumentation } from '../route-documentation.js';
 import type { SourceAdmin } from './source-admin.js';
 
@@ -72,7 +73,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     void reply.code(api.statusCode).send({ error: { code: api.code, message: api.message } });
   });
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ error: { code: 'route_not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` } });
+    void reply.code(404).send({ error: { code: 'route_not_found', message: `no route ${request.method} ${shownPath(request.url)}` } });
   });
 
   app.post('/sources', { schema: SOURCE_SCHEMAS.create }, async (request, reply) => reply.code(201).send(await sources.create(request.body)));

@@ -9,6 +9,8 @@ import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
 import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
+import { answerPathError } from './path-errors.js';
+import { shownPath } from '../domain/shown-path.js';
 import type { Metrics } from '../metrics.js';
 import { type DocumentedSchema, documented } from '../route-documentation.js';
 import { RouteCatalog } from './openapi.js';
@@ -69,6 +71,7 @@ export function buildServer(options: ServerOptions): FastifyInstance {
     // (`GET /admin/v1/profiles/anonymous_id:<id>`: 3 characters a byte); Fastify's default is 100.
     routerOptions: { maxParamLength: 4_096 },
     return503OnClosing: true,
+    frameworkErrors: answerPathError,
     // Route schemas validate what the body holds, as JSON: no type coercion,
     // no defaults filled in, nothing removed (the services see what was sent).
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allowUnionTypes: true } },
@@ -144,5 +147,5 @@ async function notFoundRoutes(app: FastifyInstance): Promise<void> {
 }
 
 function routeNotFound(method: string, url: string): { success: false; code: string; message: string } {
-  return { success: false, code: 'route_not_found', message: `no route ${method} ${url.split('?')[0]}` };
+  return { success: false, code: 'route_not_found', message: `no route ${method} ${shownPath(url)}` };
 }
