@@ -45,4 +45,12 @@ describe('shareKey', () => {
     assert.equal(shareKey('not an address'), 'not an address');
     assert.equal(shareKey(undefined), '');
   });
+
+  it('leaves out a port a proxy wrote after the address, so that a client\'s source ports share one key', () => {
+    assert.equal(shareKey('203.0.113.7:51234'), '203.0.113.7');
+    assert.equal(shareKey('203.0.113.7:51235'), shareKey('203.0.113.7:51234'));
+    assert.equal(shareKey('[2001:db8:1:2::9]:443'), '2001:db8:1:2::/64');
+    assert.equal(shareKey('[2001:db8:1:2::9]'), '2001:db8:1:2::/64');
+    assert.equal(shareKey('[::ffff:203.0.113.7]:80'), '203.0.113.7');
+  });
 });
