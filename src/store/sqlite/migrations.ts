@@ -608,6 +608,20 @@ const MIGRATIONS: readonly string[] = [
   UPDATE deliveries SET sync_key = switchyard_stored_id(sync_key)
     WHERE status = 'pending' AND sync_computation_id IS NOT NULL AND instr(sync_key, char(0)) > 0;
   `,
+  // Replay times into the range the admin API takes since it checks them
+  // (timeParam, src/admin/validate.ts: 1970-01-01T00:00:00.000Z to
+  // 9999-12-31T23:59:59.999Z, 0 to 253402300799999 ms). Before, a from or to
+  // of any number was stored (1e20 as a REAL here), and one past what a
+  // JavaScript Date holds made the source's replay list answer 500 for
+  // good. Clamped rather than ended or deleted: every message's receivedAt
+  // lies within the range, so the replay selects the same messages and
+  // runs (or ended) as it did, and the list shows the nearest time the API
+  // takes. (A running one with a to far ahead still follows live traffic
+  // until it is cancelled, as before.) PostgreSQL's twin does the same.
+  `
+  UPDATE replays SET from_at = max(0, min(from_at, 253402300799999)), to_at = max(0, min(to_at, 253402300799999))
+    WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
