@@ -446,6 +446,13 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN cancelled text;
   ALTER TABLE engage_state ADD COLUMN erasures bigint NOT NULL DEFAULT 0;
   `,
+  // Replay times into the range the admin API takes, 0 to 253402300799999
+  // ms (see the SQLite twin for why clamped). A bigint from or to past what
+  // a JavaScript Date holds made the source's replay list answer 500.
+  `
+  UPDATE replays SET from_at = LEAST(GREATEST(from_at, 0), 253402300799999), to_at = LEAST(GREATEST(to_at, 0), 253402300799999)
+    WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

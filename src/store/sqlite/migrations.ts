@@ -1,4 +1,5 @@
 import type { Database } from 'better-sqlite3';
+import { storedId } from '../../domain/normalize.js';
 import { SchemaTooNewError } from '../schema-error.js';
 
 /**
@@ -517,6 +518,110 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE deliveries ADD COLUMN cancelled TEXT;
   ALTER TABLE engage_state ADD COLUMN erasures INTEGER NOT NULL DEFAULT 0;
   `,
+  // Ids stored before ingest replaced U+0000 with U+FFFD (storedId in
+  // src/domain/normalize.ts): only SQLite could hold them (PostgreSQL text
+  // refuses U+0000, and its columns always had U+FFFD). Everything that now
+  // matches an id (deletion and suppression subjects, the deliveries
+  // filters, profile lookups, Engage's identifiers, ordering keys) names it
+  // with U+FFFD, so such a row was missed: a deletion of the user left their
+  // old messages. Each column that held an id as sent gets the stored form:
+  //  - messages.user_id and message_id (the in-memory de-duplication index
+  //    is rebuilt from message_id; dedupe_keys is gone since version 3);
+  //    message_keys' entries of those already indexed (seq <= indexed_seq)
+  //    are deleted and inserted again from the new columns, as
+  //    message-keys.ts writes them; later ones are indexed from the new
+  //    columns by the next batch;
+  //  - suppressions.user_id: a suppressed user's new messages (U+FFFD) were
+  //    let through, and a lift named the new form and missed the row;
+  //  - regulations.subject_ids (JSON, where U+0000 is written \u0000): a
+  //    deletion still running erases what its subjects name;
+  //  - profile_identifiers.identifier: Engage looks identifiers up in the
+  //    new form;
+  //  - delivery_tails.order_key and the sync_key of pending Engage syncs
+  //    (deliveries.sync_key, read only while pending, through the partial
+  //    index deliveries_engage_chain): a new delivery of the key waits for
+  //    (or supersedes) the older ones of its key.
+  // Message bodies are left as stored: every reader of an id in a body
+  // names it through storedId, and a body is what receivers get.
+  // switchyard_stored_id is storedId itself, registered by migrate():
+  // SQLite's replace() cannot do it, as it returns its input unchanged
+  // when the pattern starts with U+0000 (char(0) reads as '').
+  // Where two stored ids become one in a primary key (the old form and one
+  // sent since with U+FFFD, or two ids holding U+0000 in different places),
+  // one row is kept, the one the current version would have written last:
+  //  - suppressions: the newest (created_at), as a second suppression of a
+  //    user replaces the first;
+  //  - delivery_tails: the latest delivery (highest id), the one a new
+  //    delivery of the key would wait for; the other chain goes on by its
+  //    own after_id links;
+  //  - profile_identifiers: the row already in the stored form, which
+  //    Engage has been reading and writing since ingest made new messages
+  //    U+FFFD; the old form's row goes. If it named another profile, that
+  //    profile keeps its other identifiers, and Engage merges the two when a
+  //    message names both, as for any two profiles of one person.
+  `
+  CREATE TEMP TABLE nul_messages AS
+    SELECT seq FROM messages WHERE instr(user_id, char(0)) > 0 OR instr(message_id, char(0)) > 0;
+  DELETE FROM message_keys WHERE rowid IN (
+    SELECT seq FROM nul_messages WHERE seq <= (SELECT indexed_seq FROM message_keys_state WHERE id = 1));
+  UPDATE messages SET user_id = switchyard_stored_id(user_id), message_id = switchyard_stored_id(message_id)
+    WHERE seq IN (SELECT seq FROM nul_messages);
+  INSERT INTO message_keys (rowid, keys)
+    SELECT seq, concat_ws(' ', CASE WHEN message_id <> '' THEN 'm' || hex(message_id) END, CASE WHEN user_id <> '' THEN 'u' || hex(user_id) END)
+    FROM messages
+    WHERE seq IN (SELECT seq FROM nul_messages WHERE seq <= (SELECT indexed_seq FROM message_keys_state WHERE id = 1))
+      AND (message_id <> '' OR user_id <> '');
+  DROP TABLE nul_messages;
+
+  DELETE FROM suppressions WHERE (user_id, source_id) IN (
+    SELECT user_id, source_id FROM (
+      SELECT user_id, source_id, row_number() OVER (
+        PARTITION BY switchyard_stored_id(user_id), source_id ORDER BY created_at DESC, instr(user_id, char(0)) > 0, user_id) AS n
+      FROM suppressions
+      WHERE switchyard_stored_id(user_id) IN (SELECT switchyard_stored_id(user_id) FROM suppressions WHERE instr(user_id, char(0)) > 0))
+    WHERE n > 1);
+  UPDATE suppressions SET user_id = switchyard_stored_id(user_id) WHERE instr(user_id, char(0)) > 0;
+
+  UPDATE regulations SET
+    subject_ids = (SELECT json_group_array(id) FROM (
+      SELECT switchyard_stored_id(value) AS id, min(key) AS first FROM json_each(regulations.subject_ids) GROUP BY 1 ORDER BY first)),
+    subject_count = (SELECT count(DISTINCT switchyard_stored_id(value)) FROM json_each(regulations.subject_ids))
+    WHERE instr(subject_ids, '\\u0000') > 0;
+
+  DELETE FROM profile_identifiers WHERE identifier IN (
+    SELECT identifier FROM (
+      SELECT identifier, row_number() OVER (
+        PARTITION BY switchyard_stored_id(identifier) ORDER BY instr(identifier, char(0)) > 0, identifier) AS n
+      FROM profile_identifiers
+      WHERE switchyard_stored_id(identifier) IN (SELECT switchyard_stored_id(identifier) FROM profile_identifiers WHERE instr(identifier, char(0)) > 0))
+    WHERE n > 1);
+  UPDATE profile_identifiers SET identifier = switchyard_stored_id(identifier) WHERE instr(identifier, char(0)) > 0;
+
+  DELETE FROM delivery_tails WHERE (scope, order_key) IN (
+    SELECT scope, order_key FROM (
+      SELECT scope, order_key, row_number() OVER (PARTITION BY scope, switchyard_stored_id(order_key) ORDER BY delivery_id DESC) AS n
+      FROM delivery_tails
+      WHERE switchyard_stored_id(order_key) IN (SELECT switchyard_stored_id(order_key) FROM delivery_tails WHERE instr(order_key, char(0)) > 0))
+    WHERE n > 1);
+  UPDATE delivery_tails SET order_key = switchyard_stored_id(order_key) WHERE instr(order_key, char(0)) > 0;
+
+  UPDATE deliveries SET sync_key = switchyard_stored_id(sync_key)
+    WHERE status = 'pending' AND sync_computation_id IS NOT NULL AND instr(sync_key, char(0)) > 0;
+  `,
+  // Replay times into the range the admin API takes since it checks them
+  // (timeParam, src/admin/validate.ts: 1970-01-01T00:00:00.000Z to
+  // 9999-12-31T23:59:59.999Z, 0 to 253402300799999 ms). Before, a from or to
+  // of any number was stored (1e20 as a REAL here), and one past what a
+  // JavaScript Date holds made the source's replay list answer 500 for
+  // good. Clamped rather than ended or deleted: every message's receivedAt
+  // lies within the range, so the replay selects the same messages and
+  // runs (or ended) as it did, and the list shows the nearest time the API
+  // takes. (A running one with a to far ahead still follows live traffic
+  // until it is cancelled, as before.) PostgreSQL's twin does the same.
+  `
+  UPDATE replays SET from_at = max(0, min(from_at, 253402300799999)), to_at = max(0, min(to_at, 253402300799999))
+    WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -527,6 +632,8 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * processes starting at once apply each version once.
  */
 export function migrate(db: Database, upTo = SCHEMA_VERSION): void {
+  // An id as ingest stores it, for the migration that rewrites older ones (see there).
+  db.function('switchyard_stored_id', { deterministic: true }, (id: unknown) => (typeof id === 'string' ? storedId(id) : id));
   db.transaction(() => {
     const current = db.pragma('user_version', { simple: true }) as number;
     if (current > SCHEMA_VERSION) {
