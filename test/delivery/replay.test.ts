@@ -16,7 +16,9 @@ describe('replays', () => {
   before(async () => {
     first = await startReceiver();
     second = await startReceiver();
-    sy = await startTestSwitchyard({ 'allow-private-receivers': 'true' });
+    // Short retry delays: on a busy machine a POST may time out, and the default backoff (and the
+    // circuit breaker it opens) could push its retry past a test's wait without anything being wrong.
+    sy = await startTestSwitchyard({ 'allow-private-receivers': 'true', 'retry-base-ms': '50', 'retry-max-delay-ms': '1000' });
     source = await sy.createSource('replays');
     const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, {
       enabled: true,
