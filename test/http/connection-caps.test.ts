@@ -14,9 +14,10 @@ interface Answer {
 }
 
 /**
- * A raw client connection. Opened, it sends nothing until asked to, so an
- * admitted one is held without any of the server's timeouts running (they
- * start with a request). A refused one has the server's 503 waiting in it.
+ * A raw client connection. Opened, it sends nothing until asked to: an
+ * admitted one is held until the 30 s request timeout (not the 5 s
+ * keep-alive timeout that follows an answer), far longer than a test
+ * holds it. A refused one has the server's 503 waiting in it.
  */
 class Connection {
   private text = '';
