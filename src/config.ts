@@ -28,6 +28,10 @@ export interface Config {
   readonly durability: 'process' | 'fsync';
   /** Trust `X-Forwarded-For` from a reverse proxy when deriving `context.ip`. */
   readonly trustProxy: boolean;
+  /** TCP connections the HTTP server holds at once; one more is answered 503 and closed. */
+  readonly maxConnections: number;
+  /** The same from one peer address (an IPv6 one by its /64); 0: no cap per address. */
+  readonly maxConnectionsPerAddress: number;
   /** How long stored messages and finished deliveries are kept. */
   readonly retentionMs: number;
   readonly logLevel: string;
@@ -53,6 +57,21 @@ export interface Config {
 
 /** As many as the Webhooks destination sends at once to one receiver. */
 export const DEFAULT_FUNCTION_CONCURRENCY = 64;
+
+/**
+ * Connections held at once. Each costs about 15 KB that no other bound
+ * counts, so 10,000 is about 150 MB at most, far below what the open-file
+ * limit alone allowed (20,000 on our hosts, 300 MB), and far above what
+ * SDKs need: a server library keeps a few connections per process, a
+ * browser one per page, and a reverse proxy reuses its own.
+ */
+export const DEFAULT_MAX_CONNECTIONS = 10_000;
+/**
+ * Connections held at once from one address: a tenth of the total, so
+ * that one client (or one NAT) cannot take every connection, with room
+ * for a busy office or a fleet of servers behind one NAT address.
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 1_000;
 
 /** pino's levels. */
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -83,6 +102,8 @@ export const SETTINGS = {
   userAgent: { flag: 'user-agent', env: 'SWITCHYARD_USER_AGENT', help: 'User-Agent of deliveries (default Switchyard/<version>)' },
   durability: { flag: 'durability', env: 'SWITCHYARD_DURABILITY', help: 'process: a 200 survives a crash; fsync: also power loss (default process)' },
   trustProxy: { flag: 'trust-proxy', env: 'SWITCHYARD_TRUST_PROXY', help: 'take the client IP and scheme from X-Forwarded-* (default false)' },
+  maxConnections: { flag: 'max-connections', env: 'SWITCHYARD_MAX_CONNECTIONS', help: 'connections held at once; one more gets 503 (default 10000)' },
+  maxConnectionsPerAddress: { flag: 'max-connections-per-address', env: 'SWITCHYARD_MAX_CONNECTIONS_PER_ADDRESS', help: 'the same from one address; 0: no cap (default 1000, 0 with --trust-proxy)' },
   retentionHours: { flag: 'retention-hours', env: 'SWITCHYARD_RETENTION_HOURS', help: 'how long messages and finished deliveries are kept (default 168)' },
   logLevel: { flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal, error, warn, info, debug, trace or silent (default info)' },
   publicUrl: { flag: 'public-url', env: 'SWITCHYARD_PUBLIC_URL', help: 'the URL browsers reach this server at (default: each request\'s)' },
@@ -192,6 +213,8 @@ export function loadConfig(
     throw error;
   }
 
+  const trustProxy = boolean(SETTINGS.trustProxy, false);
+
   return Object.freeze({
     port: integer(SETTINGS.port, 8080, 0, 65_535),
     host: raw(SETTINGS.host) ?? '0.0.0.0',
@@ -206,7 +229,16 @@ export function loadConfig(
     retryMaxDelayMs: integer(SETTINGS.retryMaxDelayMs, 600_000, 1, DAY_MS),
     userAgent: raw(SETTINGS.userAgent) ?? `Switchyard/${VERSION}`,
     durability,
-    trustProxy: boolean(SETTINGS.trustProxy, false),
+    trustProxy,
+    maxConnections: integer(SETTINGS.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
+    // Behind a trusted proxy every connection comes from the proxy (the
+    // client's address is in X-Forwarded-For, which is read only with the
+    // request, after the connection is taken): a cap per address would cap
+    // the proxy, that is every client at once. So it is off unless set; the
+    // total cap still applies, and the body budget shares by the forwarded
+    // address. Set, it applies to the peers (several proxies, or clients
+    // connecting directly as well).
+    maxConnectionsPerAddress: integer(SETTINGS.maxConnectionsPerAddress, trustProxy ? 0 : DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, 0, 1_000_000),
     retentionMs: integer(SETTINGS.retentionHours, 7 * 24, 25, 10 * 365 * 24) * 3_600_000,
     logLevel,
     publicUrl,

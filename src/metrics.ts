@@ -99,6 +99,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly connectionsRefused = new Counter({
+    name: 'switchyard_http_connections_refused_total',
+    help: 'Connections refused as they were accepted, answered 503 overloaded with nothing read: total (the server held SWITCHYARD_MAX_CONNECTIONS), per_address (their address held SWITCHYARD_MAX_CONNECTIONS_PER_ADDRESS)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Read at scrape time; see {@link watchOpenConnections}. */
+  private readOpenConnections: () => number = () => 0;
+
+  readonly connectionsOpen: Gauge = new Gauge({
+    name: 'switchyard_http_connections_open',
+    help: 'Connections the HTTP server holds now, this scrape\'s own included (refused ones are not held)',
+    registers: [this.registry],
+    collect: () => {
+      this.connectionsOpen.set(this.readOpenConnections());
+    },
+  });
+
   /** Read at scrape time; see {@link watchCommitBacklog}. */
   private readCommitBacklog: () => number = () => 0;
 
@@ -179,6 +198,10 @@ export class Metrics {
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */
   watchCommitBacklog(read: () => number): void {
     this.readCommitBacklog = read;
+  }
+
+  watchOpenConnections(read: () => number): void {
+    this.readOpenConnections = read;
   }
 
   watchBodiesReading(read: () => number): void {

@@ -159,6 +159,7 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     tracking: { directory, committer, unprocessed, suppressionsVersion: () => suppressions.configVersion, metrics, now, tracing },
     browser: { directory, publicUrl: config.publicUrl },
     admin: adminApi({ store, config, now, auth, sources, webhooks, suppressions, stages: () => background.stages, onError, directory }),
+    connections: { total: config.maxConnections, perAddress: config.maxConnectionsPerAddress },
     processing: () => background.stages?.running() ?? false,
   });
 

@@ -7,6 +7,8 @@ import { allowAnyOrigin } from '../ingest/cors.js';
 import { TRACKING_ROUTES, TrackingApi, type TrackingApiOptions } from '../ingest/tracking-api.js';
 import type { Store } from '../store/store.js';
 import { VERSION } from '../version.js';
+import type { ConnectionCaps, ConnectionRefusal } from '../domain/connection-caps.js';
+import { ConnectionAdmission } from './connection-admission.js';
 import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
 import { answerPathError } from './path-errors.js';
@@ -23,6 +25,8 @@ export interface ServerOptions {
   readonly tracking: TrackingApiOptions;
   readonly browser: BrowserRoutesOptions;
   readonly admin: AdminRoutesOptions;
+  /** How many connections the server holds at once (`SWITCHYARD_MAX_CONNECTIONS`, `SWITCHYARD_MAX_CONNECTIONS_PER_ADDRESS`). */
+  readonly connections: ConnectionCaps;
   /** Whether the processing stages run; `/readyz` answers 503 while they do not (absent: always). */
   readonly processing?: () => boolean;
 }
@@ -44,6 +48,21 @@ const TIMEOUT_CHECK_MS = 2_000;
  */
 const CONNECTION_LIMITS = { maxInFlight: 8, maxWaiting: 64, stallMs: 10_000, checkEveryMs: 1_000 };
 
+/**
+ * How a connection past a cap is refused (see ConnectionAdmission). 1,000
+ * answers in the making cost about 1 MB at most; past them a refused
+ * connection is closed unanswered. 2 s is several round trips of any
+ * network for the client to read its answer before the socket is closed.
+ * Retry-After: 5, not the 1 s of a full commit backlog: a slot frees when
+ * a connection closes, and an idle keep-alive connection is closed 5 s
+ * after its last answer (Node's default keepAliveTimeout; Fastify's 72 s
+ * is not applied to a server of serverFactory), so sooner retries mostly
+ * make more refusals.
+ */
+const REFUSAL = { maxAnswering: 1_000, lingerMs: 2_000, retryAfterS: 5 };
+/** At most one warning per this long while connections are refused: a flood must not flood the log too. */
+const REFUSAL_LOG_EVERY_MS = 10_000;
+
 const OPENAPI_SCHEMA: DocumentedSchema = { summary: 'This OpenAPI 3.1 document (no token needed)', tags: ['meta'] };
 
 const HEALTH_SCHEMAS = documented({
@@ -61,6 +80,8 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   // Typed as Fastify's logger so the instance has Fastify's default type parameters.
   const loggerInstance: FastifyBaseLogger = options.logger;
   const tracking = new TrackingApi(options.tracking, { logger: options.logger, trustProxy: options.trustProxy });
+  const admission = new ConnectionAdmission({ caps: options.connections, ...REFUSAL }, refusalReporter(options));
+  options.metrics.watchOpenConnections(() => admission.open);
   const app = Fastify({
     loggerInstance,
     logController: new LogController({ disableRequestLogging: true }),
@@ -83,12 +104,15 @@ export function buildServer(options: ServerOptions): FastifyInstance {
       };
       const server = createServer({ requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_MS }, guard.wrap(route));
       guard.attach(server);
+      admission.attach(server); // last: it calls the listeners above for admitted connections only
       return server;
     },
   });
 
   app.addHook('preClose', (done) => {
     tracking.close();
+    // Refused connections are closed now, not after their linger: closing waits for every connection.
+    admission.stop();
     done();
   });
 
@@ -126,6 +150,25 @@ export function buildServer(options: ServerOptions): FastifyInstance {
   void app.register(browserRoutes, options.browser);
   void app.register(adminRoutes, { ...options.admin, prefix: '/admin/v1' });
   return app;
+}
+
+/** Counts each refused connection, and warns at most every REFUSAL_LOG_EVERY_MS while they are refused (no addresses logged). */
+function refusalReporter(options: ServerOptions): (reason: ConnectionRefusal) => void {
+  let loggedAt = -Infinity;
+  const since: Record<ConnectionRefusal, number> = { total: 0, per_address: 0 };
+  return (reason) => {
+    options.metrics.connectionsRefused.inc({ reason });
+    since[reason]++;
+    const at = Date.now();
+    if (at - loggedAt < REFUSAL_LOG_EVERY_MS) return;
+    options.logger.warn(
+      { refused: { ...since }, maxConnections: options.connections.total, maxConnectionsPerAddress: options.connections.perAddress },
+      'refusing connections with 503: the server, or an address, holds as many connections as it may',
+    );
+    loggedAt = at;
+    since.total = 0;
+    since.per_address = 0;
+  };
 }
 
 /**
