@@ -211,6 +211,10 @@ export class EngageRunner {
       } finally {
         // It wrote profiles without the cache (new versions, new accumulators).
         this.cache.clear();
+        // Read the definitions again before the next pass: the ones held still say `computing` for what the
+        // backfill just made live (or it stopped because one changed), and a pass on them would backfill
+        // again and send every member its identify again, once a pass until the next reload.
+        this.reloadAfter = 0;
       }
       return true;
     }

@@ -110,6 +110,10 @@ function engageSuite(name: string, flags: () => Record<string, string>): void {
 
       await track('shopper-7', 'Spent', { revenue: 8 });
       await eventually(() => syncsOf(receiver, 'total_spent').find((s) => s.traits['total_spent'] === 50), 10_000, 'the change');
+      // One identify per member for the backfill, then one per change: the backfill ran once, not again on every
+      // pass until the definitions were next read (it sent the same identify 14 to 18 times).
+      assert.deepEqual(syncsOf(receiver, 'total_spent').filter((s) => s.userId === 'shopper-7').map((s) => s.traits['total_spent']), [42, 50]);
+      assert.equal(syncsOf(receiver, 'viewed_skus').filter((s) => s.userId === 'shopper-7').length, 1);
       const profile = await sy.admin('GET', '/profiles/user_id:shopper-7');
       assert.deepEqual(profile.body.traits, { plan: 'pro' });
       assert.equal(profile.body.computedTraits.total_spent, 50);
