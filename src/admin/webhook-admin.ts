@@ -196,11 +196,20 @@ function newStandardSecret(): string {
  * Turns the admin API's `standardWebhooks` into stored settings: `{}` makes a
  * new secret, the mask keeps the stored one (with a rotation in progress),
  * a given secret replaces it. The rotation fields are Switchyard's own.
+ * `previousValidUntil` is what GET shows of a rotation in progress: taken
+ * (and ignored) beside the mask, so that what GET returns can be sent back,
+ * as the CLI does; a rotation's end is set by rotating, never by a PUT.
  */
 function completeStandardWebhooks(input: unknown, previous: DestinationRecord | undefined): unknown {
   if (!isJsonObject(input)) return input; // the parser names the problem
-  rejectUnknownFields(input, ['secret'], 'settings.standardWebhooks');
+  rejectUnknownFields(input, ['secret', 'previousValidUntil'], 'settings.standardWebhooks');
   const secret = input['secret'];
+  if (input['previousValidUntil'] !== undefined && secret !== MASKED_STANDARD_SECRET) {
+    throw new ApiError(
+      'invalid_receivers',
+      'settings.standardWebhooks.previousValidUntil is set by POST …/standard-webhooks/rotate; send it only beside the masked secret, as GET shows it',
+    );
+  }
   if (secret === undefined || secret === null) return { secret: newStandardSecret() };
   if (secret !== MASKED_STANDARD_SECRET) return { secret };
   const stored = previous === undefined ? undefined : parseWebhookSettings(previous.settings);

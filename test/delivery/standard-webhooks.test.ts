@@ -96,7 +96,19 @@ describe('Standard Webhooks signatures', () => {
       const fresh = rotated.body.secret as string;
       assert.notEqual(fresh, old);
       assert.ok(Date.parse(rotated.body.previousValidUntil) > Date.now() + 3_500_000);
+      const shown = (await sy.admin('GET', route())).body;
+      assert.equal(shown.settings.standardWebhooks.previousValidUntil, rotated.body.previousValidUntil);
+      // What GET shows can be sent back during the overlap (as the CLI does to change filters or receivers): the rotation stays.
+      const putBack = await sy.admin('PUT', route(), { enabled: shown.enabled, settings: shown.settings, filters: shown.filters });
+      assert.equal(putBack.status, 200, JSON.stringify(putBack.body));
       assert.equal((await sy.admin('GET', route())).body.settings.standardWebhooks.previousValidUntil, rotated.body.previousValidUntil);
+      const withNewSecret = await sy.admin('PUT', route(), {
+        enabled: shown.enabled,
+        filters: shown.filters,
+        settings: { ...shown.settings, standardWebhooks: { secret: fresh, previousValidUntil: '2999-01-01T00:00:00.000Z' } },
+      });
+      assert.equal(withNewSecret.status, 400, 'a rotation\'s end is set by rotating, not by a PUT');
+      assert.match(withNewSecret.body.error.message, /previousValidUntil/);
 
       const during = await sendAndReceive('m-standard-2');
       const signatures = String(during.headers['webhook-signature']).split(' ');
