@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { type TracingSettings, TracingSettingsError, tracingSettingsFromEnv } from './domain/tracing-settings.js';
+import { DEFAULT_SANDBOX_LIMITS, SANDBOX_SETTING_BOUNDS, type SandboxSettings } from './sandbox/sandbox-limits.js';
 import { VERSION } from './version.js';
 
 /**
@@ -21,6 +22,8 @@ export interface Config {
   readonly deliveryTimeoutMs: number;
   /** Calls of one function destination in flight at once on this node (they share its isolate). */
   readonly functionConcurrency: number;
+  /** Time and memory of transformations' and function destinations' calls. */
+  readonly sandbox: SandboxSettings;
   readonly retryWindowMs: number;
   readonly retryBaseMs: number;
   readonly retryMaxDelayMs: number;
@@ -96,6 +99,9 @@ export const SETTINGS = {
   allowPrivateReceivers: { flag: 'allow-private-receivers', env: 'SWITCHYARD_ALLOW_PRIVATE_RECEIVERS', help: 'allow receivers on loopback and private addresses (default false)' },
   deliveryTimeoutMs: { flag: 'delivery-timeout-ms', env: 'SWITCHYARD_DELIVERY_TIMEOUT_MS', help: 'receiver answer timeout (default 5000)' },
   functionConcurrency: { flag: 'function-concurrency', env: 'SWITCHYARD_FUNCTION_CONCURRENCY', help: 'calls of one function destination in flight at once (default 64)' },
+  transformTimeoutMs: { flag: 'transform-timeout-ms', env: 'SWITCHYARD_TRANSFORM_TIMEOUT_MS', help: 'time of one transformation or function call, ms (default 4000)' },
+  transformMemoryMb: { flag: 'transform-memory-mb', env: 'SWITCHYARD_TRANSFORM_MEMORY_MB', help: 'heap of one transformation or function isolate, MB (default 128)' },
+  transformTotalMemoryMb: { flag: 'transform-total-memory-mb', env: 'SWITCHYARD_TRANSFORM_TOTAL_MEMORY_MB', help: 'heap of all isolates of one stage together, MB (default 2048)' },
   retryWindowMs: { flag: 'retry-window-ms', env: 'SWITCHYARD_RETRY_WINDOW_MS', help: 'how long failed deliveries are retried (default 14400000)' },
   retryBaseMs: { flag: 'retry-base-ms', env: 'SWITCHYARD_RETRY_BASE_MS', help: 'first retry delay (default 1000)' },
   retryMaxDelayMs: { flag: 'retry-max-delay-ms', env: 'SWITCHYARD_RETRY_MAX_DELAY_MS', help: 'longest retry delay (default 600000)' },
@@ -224,6 +230,11 @@ export function loadConfig(
     allowPrivateReceivers: boolean(SETTINGS.allowPrivateReceivers, false),
     deliveryTimeoutMs: integer(SETTINGS.deliveryTimeoutMs, 5_000, 1, 600_000),
     functionConcurrency: integer(SETTINGS.functionConcurrency, DEFAULT_FUNCTION_CONCURRENCY, 1, 256),
+    sandbox: Object.freeze({
+      timeoutMs: integer(SETTINGS.transformTimeoutMs, DEFAULT_SANDBOX_LIMITS.timeoutMs, ...SANDBOX_SETTING_BOUNDS.timeoutMs),
+      memoryMb: integer(SETTINGS.transformMemoryMb, DEFAULT_SANDBOX_LIMITS.memoryMb, ...SANDBOX_SETTING_BOUNDS.memoryMb),
+      totalMemoryMb: integer(SETTINGS.transformTotalMemoryMb, DEFAULT_SANDBOX_LIMITS.totalMemoryMb, ...SANDBOX_SETTING_BOUNDS.totalMemoryMb),
+    }),
     retryWindowMs: integer(SETTINGS.retryWindowMs, 4 * 3_600_000, 0, 30 * DAY_MS),
     retryBaseMs: integer(SETTINGS.retryBaseMs, 1_000, 1, DAY_MS),
     retryMaxDelayMs: integer(SETTINGS.retryMaxDelayMs, 600_000, 1, DAY_MS),

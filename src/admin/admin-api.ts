@@ -20,7 +20,7 @@ import { TransformationAdmin } from './transformation-admin.js';
 import { FunctionAdmin } from './function-admin.js';
 import { functionRoutes } from './function-routes.js';
 import { transformationRoutes } from './transformation-routes.js';
-import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import { sandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import { TrackingPlanAdmin } from './tracking-plan-admin.js';
 import { TrackingPlanPreview, trackingPlanPreviewRoutes } from './tracking-plan-preview.js';
@@ -37,7 +37,7 @@ export interface StageWakeups {
 
 export interface AdminApiDeps {
   readonly store: Store;
-  readonly config: Pick<Config, 'allowPrivateReceivers' | 'userAgent' | 'deliveryTimeoutMs'>;
+  readonly config: Pick<Config, 'allowPrivateReceivers' | 'userAgent' | 'deliveryTimeoutMs' | 'sandbox'>;
   readonly now: () => number;
   readonly auth: AdminAuth;
   /** Built by `serve` before the API, which also uses them (the default source, the directory's reloads). */
@@ -72,11 +72,11 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
       replayRoutes(new ReplayAdmin(store, { now, onCreated: () => stages()?.wakeReplays() })),
       engageRoutes(new EngageAdmin(store, { now, onChange: () => stages()?.engageDefinitionsChanged() })),
       overviewRoutes(new OverviewAdmin(store, now)),
-      transformationRoutes(new TransformationAdmin(store, now, sandboxLimitsFromEnv())),
+      transformationRoutes(new TransformationAdmin(store, now, sandboxLimits(config.sandbox))),
       trackingPlanRoutes(new TrackingPlanAdmin(store, now, deps.directory)),
       functionRoutes(
         new FunctionAdmin(store, now, {
-          limits: sandboxLimitsFromEnv(),
+          limits: sandboxLimits(config.sandbox),
           allowPrivateReceivers: config.allowPrivateReceivers,
           userAgent: config.userAgent,
           deliveryTimeoutMs: config.deliveryTimeoutMs,

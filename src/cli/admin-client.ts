@@ -8,7 +8,7 @@ import { SourceAdmin } from '../admin/source-admin.js';
 import { TrackingPlanAdmin } from '../admin/tracking-plan-admin.js';
 import { TransformationAdmin } from '../admin/transformation-admin.js';
 import { WebhookAdmin } from '../admin/webhook-admin.js';
-import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import { sandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { Config } from '../config.js';
 import type { Store } from '../store/store.js';
 
@@ -49,7 +49,7 @@ const FOLLOW_PAGE = 500;
  * API does (private-address check included, by this process's setting).
  * A running server picks up what they write through its config poll.
  */
-export function storeAdminClient(store: Store, options: Pick<Config, 'allowPrivateReceivers' | 'userAgent' | 'deliveryTimeoutMs'>): AdminClient {
+export function storeAdminClient(store: Store, options: Pick<Config, 'allowPrivateReceivers' | 'userAgent' | 'deliveryTimeoutMs' | 'sandbox'>): AdminClient {
   const debuggerAdmin = new DebuggerAdmin(store);
   return {
     sources: new SourceAdmin(store, Date.now),
@@ -63,10 +63,10 @@ export function storeAdminClient(store: Store, options: Pick<Config, 'allowPriva
         pollMessages(store, sourceId, afterSeq ?? (await debuggerAdmin.streamCursor(sourceId, undefined)), print, signal),
     },
     trackingPlans: new TrackingPlanAdmin(store, Date.now),
-    transformations: new TransformationAdmin(store, Date.now, sandboxLimitsFromEnv()),
+    transformations: new TransformationAdmin(store, Date.now, sandboxLimits(options.sandbox)),
     // `functions test` runs here, under this process's network rules (as `webhooks set` checks receivers by them).
     functions: new FunctionAdmin(store, Date.now, {
-      limits: sandboxLimitsFromEnv(),
+      limits: sandboxLimits(options.sandbox),
       allowPrivateReceivers: options.allowPrivateReceivers,
       userAgent: options.userAgent,
       deliveryTimeoutMs: options.deliveryTimeoutMs,

@@ -13,7 +13,7 @@ import type { SourceDirectory } from '../sources/source-directory.js';
 import type { Store } from '../store/store.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { newMessageId } from '../util/ids.js';
-import { sandboxLimitsFromEnv } from '../sandbox/sandbox-limits.js';
+import { sandboxLimits } from '../sandbox/sandbox-limits.js';
 import { TransformStage } from '../transformations/transform-stage.js';
 
 const REGULATION_POLL_MS = 5_000;
@@ -86,7 +86,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
       destination: (functionId) => directory.functionDestination(functionId),
       filters: (sourceId) => directory.webhookFilters(sourceId),
       code: async (functionId, version) => (await store.getFunctionCode(functionId, version))?.code,
-      limits: sandboxLimitsFromEnv(),
+      limits: sandboxLimits(config.sandbox),
       concurrency: config.functionConcurrency,
     },
     settings: deliverySettings(config),
@@ -112,7 +112,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
   });
   const replays = new ReplayRunner({ store, directory, suppressions, now, pollMs: REPLAY_POLL_MS, onError });
   const engage = new EngageRunner({ store, now, newMessageId, pollMs: ENGAGE_POLL_MS, onError, tracing });
-  const transforms = new TransformStage({ store, directory, metrics, limits: sandboxLimitsFromEnv(), now, pollMs: TRANSFORM_POLL_MS, onError, tracing });
+  const transforms = new TransformStage({ store, directory, metrics, limits: sandboxLimits(config.sandbox), now, pollMs: TRANSFORM_POLL_MS, onError, tracing });
   // Every stage has the same start / stop / wake shape.
   const runners = [processor, regulations, replays, engage, transforms];
 

@@ -1,9 +1,7 @@
 /**
- * The limits every sandboxed call runs under (transformations now, function
- * destinations next), as docs/transformations.md ("The sandbox") documents
- * them; the time and memory ones can be changed with
- * SWITCHYARD_TRANSFORM_TIMEOUT_MS / SWITCHYARD_TRANSFORM_MEMORY_MB /
- * SWITCHYARD_TRANSFORM_TOTAL_MEMORY_MB.
+ * The limits every sandboxed call runs under (transformations and function
+ * destinations), as docs/transformations.md ("The sandbox") documents
+ * them; the time and memory ones are settings (see {@link SandboxSettings}).
  */
 export interface SandboxLimits {
   /** Wall time of one call, awaited promises included. */
@@ -36,19 +34,21 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = Object.freeze({
   totalMemoryMb: 2_048,
 });
 
-/** The limits with the environment's overrides (bounded: 1 ms–60 s, 8–1024 MB per isolate, 8–65536 MB in all). */
-export function sandboxLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): SandboxLimits {
-  const read = (name: string, fallback: number, min: number, max: number): number => {
-    const value = env[name];
-    if (value === undefined || value === '') return fallback;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
-    return n;
-  };
-  return Object.freeze({
-    ...DEFAULT_SANDBOX_LIMITS,
-    timeoutMs: read('SWITCHYARD_TRANSFORM_TIMEOUT_MS', DEFAULT_SANDBOX_LIMITS.timeoutMs, 1, 60_000),
-    memoryMb: read('SWITCHYARD_TRANSFORM_MEMORY_MB', DEFAULT_SANDBOX_LIMITS.memoryMb, 8, 1_024),
-    totalMemoryMb: read('SWITCHYARD_TRANSFORM_TOTAL_MEMORY_MB', DEFAULT_SANDBOX_LIMITS.totalMemoryMb, 8, 65_536),
-  });
+/** The limits an operator sets (`Config.sandbox`, from SWITCHYARD_TRANSFORM_TIMEOUT_MS, …_MEMORY_MB and …_TOTAL_MEMORY_MB). */
+export interface SandboxSettings {
+  readonly timeoutMs: number;
+  readonly memoryMb: number;
+  readonly totalMemoryMb: number;
+}
+
+/** What each of {@link SandboxSettings} may be set to: 1 ms to 60 s, 8 to 1,024 MB per isolate, 8 to 65,536 MB in all. */
+export const SANDBOX_SETTING_BOUNDS: { readonly [K in keyof SandboxSettings]: readonly [min: number, max: number] } = Object.freeze({
+  timeoutMs: [1, 60_000],
+  memoryMb: [8, 1_024],
+  totalMemoryMb: [8, 65_536],
+});
+
+/** The limits with the operator's time and memory settings. */
+export function sandboxLimits(settings: SandboxSettings): SandboxLimits {
+  return Object.freeze({ ...DEFAULT_SANDBOX_LIMITS, timeoutMs: settings.timeoutMs, memoryMb: settings.memoryMb, totalMemoryMb: settings.totalMemoryMb });
 }

@@ -7,8 +7,6 @@ import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
-// Read by the sandbox as the server starts (this file runs in its own process).
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
 
 /** The second line does not compile. */
 const BROKEN_CODE = `async function onTrack(event, settings) {
@@ -46,7 +44,8 @@ describeBrowser('the console: function destinations', () => {
 
   before(async () => {
     // Loopback receivers allowed (FAST_RETRIES), so a function's fetch may reach the local receiver.
-    sy = await startTestSwitchyard(FAST_RETRIES);
+    // A small heap per isolate, as a busy test machine can spare.
+    sy = await startTestSwitchyard({ ...FAST_RETRIES, 'transform-memory-mb': '32' });
     receiver = await startReceiver();
     shop = await sy.createSource('shop');
     // A stored message for "Run on the last 20 messages" (no destination yet, so no delivery).

@@ -5,11 +5,6 @@ import { type ReceivedRequest, type TestReceiver, startReceiver } from '../helpe
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
-// Read by the sandbox as each server starts (this file runs in its own process).
-// A long call limit: the isolation test keeps one call waiting on its fetch for
-// as long as the test needs, whatever the machine's speed.
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '30000';
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
 
 /**
  * Loopback stand-ins allowed; retries fast (20 ms first) so a function reaches
@@ -19,6 +14,10 @@ process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
  * holds it on purpose.
  */
 const FLAGS: Readonly<Record<string, string>> = {
+  // A long call limit: the isolation test keeps one call waiting on its fetch for
+  // as long as the test needs, whatever the machine's speed.
+  'transform-timeout-ms': '30000',
+  'transform-memory-mb': '32',
   'allow-private-receivers': 'true',
   'retry-base-ms': '20',
   'retry-max-delay-ms': '5000',

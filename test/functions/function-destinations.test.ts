@@ -5,9 +5,8 @@ import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
-// Read by the sandbox as each server starts (this file runs in its own process).
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '3000';
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
+/** The sandbox's limits for each server here: calls short enough for the tests that time out, a small heap. */
+const SANDBOX: Readonly<Record<string, string>> = { 'transform-timeout-ms': '3000', 'transform-memory-mb': '32' };
 
 /** Segment's destination function shape: posts the event to settings.url with the API key, retries 5xx. */
 const POSTER = `
@@ -45,8 +44,8 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
     before(async () => {
       receiver = await startReceiver();
       webhookReceiver = await startReceiver();
-      sy = await startTestSwitchyard({ ...FAST_RETRIES, 'retry-window-ms': '20000', ...flags() });
-      strict = await startTestSwitchyard(strictFlags());
+      sy = await startTestSwitchyard({ ...SANDBOX, ...FAST_RETRIES, 'retry-window-ms': '20000', ...flags() });
+      strict = await startTestSwitchyard({ ...SANDBOX, ...strictFlags() });
     });
     after(async () => {
       await sy?.close();

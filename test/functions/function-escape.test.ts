@@ -7,9 +7,8 @@ import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
-// Read by the sandbox as each server starts (this file runs in its own process).
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '3000';
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
+/** The sandbox's limits for each server here: calls short enough for the tests that time out, a small heap. */
+const SANDBOX: Readonly<Record<string, string>> = { 'transform-timeout-ms': '3000', 'transform-memory-mb': '32' };
 
 /**
  * Adversarial tests of function destinations' `fetch` bridge: each attack
@@ -101,8 +100,8 @@ describe('function destinations under attack', () => {
   before(async () => {
     receiver = await startReceiver();
     second = await startReceiver();
-    strict = await startTestSwitchyard();
-    open = await startTestSwitchyard({ ...FAST_RETRIES, 'delivery-timeout-ms': '500' });
+    strict = await startTestSwitchyard(SANDBOX);
+    open = await startTestSwitchyard({ ...SANDBOX, ...FAST_RETRIES, 'delivery-timeout-ms': '500' });
   });
   after(async () => {
     await strict?.close();

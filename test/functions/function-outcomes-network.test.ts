@@ -7,9 +7,6 @@ import { type TestReceiver, startReceiver, startSelfSignedReceiver } from '../he
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 import { FAST_RETRIES, listDeliveries, waitForDelivery } from '../helpers/webhooks.js';
 
-// Read by the sandbox as each server starts (this file runs in its own process).
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '3000';
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
 
 /**
  * Gaps in the function destinations' tests (docs/functions.md, "Outcomes",
@@ -19,7 +16,8 @@ process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
  */
 
 /** Loopback stand-ins allowed, fast backoff, and a retry window long enough that no machine is too slow for it. */
-const FLAGS: Readonly<Record<string, string>> = { ...FAST_RETRIES, 'retry-window-ms': '120000' };
+// The sandbox's limits: calls short enough for the tests that time out, a small heap.
+const FLAGS: Readonly<Record<string, string>> = { ...FAST_RETRIES, 'retry-window-ms': '120000', 'transform-timeout-ms': '3000', 'transform-memory-mb': '32' };
 
 /** Throws ValidationError for a track without `properties.email`, else posts the event to settings.url. */
 const VALIDATOR = `

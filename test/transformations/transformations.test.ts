@@ -5,9 +5,8 @@ import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/
 import { type TestReceiver, startReceiver } from '../helpers/receiver.js';
 import { type TestSwitchyard, eventually, startTestSwitchyard } from '../helpers/switchyard.js';
 
-// Read by the sandbox as the server starts (this file runs in its own process): a short timeout keeps the endless loop's test short.
-process.env['SWITCHYARD_TRANSFORM_TIMEOUT_MS'] = '1500';
-process.env['SWITCHYARD_TRANSFORM_MEMORY_MB'] = '32';
+/** A short call limit keeps the endless loop's test short; a small heap, the memory bomb's. */
+const SANDBOX: Readonly<Record<string, string>> = { 'transform-timeout-ms': '1500', 'transform-memory-mb': '32' };
 
 /** RudderStack's documented example (docs "Transformations" → "Examples"), unchanged. */
 export const RUDDERSTACK_EXAMPLE = `export function transformEvent(event, metadata) {
@@ -40,7 +39,7 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
 
     before(async () => {
       receiver = await startReceiver();
-      sy = await startTestSwitchyard({ 'allow-private-receivers': 'true', 'retry-base-ms': '20', ...flags() });
+      sy = await startTestSwitchyard({ ...SANDBOX, 'allow-private-receivers': 'true', 'retry-base-ms': '20', ...flags() });
     });
     after(async () => {
       await sy?.close();
