@@ -38,6 +38,14 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     }
   });
 
+  // A body whose fields are all optional may be left out (`curl -X POST …/deliveries/retry`, a rotation
+  // with the default overlap): it reads as {}, as the documentation's `{sourceId?, since?}` says.
+  app.addHook('preValidation', async (request) => {
+    if (request.body !== undefined) return;
+    const body = (request.routeOptions.schema as RouteDocumentation | undefined)?.body as { type?: unknown; required?: readonly unknown[] } | undefined;
+    if (body?.type === 'object' && (body.required ?? []).length === 0) request.body = {};
+  });
+
   // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:
   // scripts and curl users send all of these. Fastify's body limit still bounds it.
   app.removeAllContentTypeParsers();
