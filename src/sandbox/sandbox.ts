@@ -579,9 +579,22 @@ export async function checkCode(program: SandboxCode, limits: SandboxLimits): Pr
   const sandbox = new Sandbox(program, limits);
   try {
     const found = await sandbox.entryPoints();
-    if (found.length === 0) throw new CodeError(`the code defines none of ${program.entryPoints.join(', ')}`);
+    if (found.length === 0) throw new CodeError(noEntryPoint(program));
     return found;
   } finally {
     sandbox.dispose();
   }
+}
+
+/**
+ * Why no entry point was found, for the person who wrote the code. A module
+ * that declares one without `export` (a script's habit, as Segment's
+ * functions are written) is told so: "defines none" would read as wrong.
+ */
+function noEntryPoint(program: SandboxCode): string {
+  if (program.kind === 'module') {
+    const declared = program.entryPoints.find((name) => new RegExp(`(?:\\bfunction\\s*(?:\\*\\s*)?|\\b(?:const|let|var)\\s+)${name}\\b`).test(program.code));
+    if (declared !== undefined) return `the code declares ${declared} but does not export it: write \`export function ${declared}(…)\``;
+  }
+  return `the code defines none of ${program.entryPoints.join(', ')}`;
 }

@@ -153,6 +153,9 @@ describe('the transformation sandbox', () => {
     assert.equal(error.line, 2);
     assert.equal(error.column, 13);
     await assert.rejects(checkTransformationCode('export function other() {}', LIMITS), /defines none of transformEvent, transformBatch/);
+    // Written as a script, as Segment's functions are: the answer says what to add.
+    await assert.rejects(checkTransformationCode('function transformEvent(event) { return event; }', LIMITS), /declares transformEvent but does not export it: write `export function transformEvent/);
+    await assert.rejects(checkTransformationCode('const transformBatch = (events) => events;', LIMITS), /declares transformBatch but does not export it/);
     await assert.rejects(checkTransformationCode('for (;;) {}\nexport function transformEvent(e) { return e; }', LIMITS), /timed out|did not finish loading/);
     await assert.rejects(checkTransformationCode(`// ${'x'.repeat(300 * 1024)}`, LIMITS), /larger than 256 KB/);
   });
