@@ -4,7 +4,12 @@ import { integerParam } from './validate.js';
 
 const DEFAULT_MINUTES = 60;
 const MAX_MINUTES = 24 * 60;
-const MESSAGE_STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked'] as const;
+/**
+ * Every status the debugger shows a message with, each message counted once
+ * under its current one: `filtered` and `failed` include what a
+ * transformation dropped or failed on (moved from `accepted` when it ran).
+ */
+const MESSAGE_STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked', 'failed'] as const;
 const DELIVERY_OUTCOMES = ['succeeded', 'retried', 'failed'] as const;
 
 export interface OverviewView {

@@ -444,7 +444,17 @@ export const OVERVIEW_SCHEMAS = documented({
           from: time,
           to: time,
           minutes: { type: 'array', items: time },
-          messages: { type: 'object', properties: { total: { type: 'integer' }, byStatus: perMinute } },
+          messages: {
+            type: 'object',
+            properties: {
+              total: { type: 'integer' },
+              byStatus: {
+                ...perMinute,
+                description:
+                  'accepted, rejected, duplicate, suppressed, filtered, blocked, failed: each message once, under the status the debugger shows (a transformation\'s drop counts as filtered, its failure as failed)',
+              },
+            },
+          },
           deliveries: {
             type: 'object',
             properties: { total: { type: 'integer' }, byOutcome: { ...perMinute, description: 'succeeded, retried (will be tried again), failed (gave up)' } },

@@ -43,6 +43,45 @@ export function tally(events: Iterable<{ readonly at: number; readonly status: s
   return [...counts.values()];
 }
 
+/**
+ * A counted message whose status changed after processing counted it. Its
+ * transformation runs later, in the transform stage, and may drop it
+ * (`filtered`), fail on it (`failed`) or, run again by a retry, pass it
+ * after failing (`accepted` again); the debugger shows the new status, and
+ * so must the overview.
+ */
+export interface StatusChange {
+  /** When the message was received: the minute it stays counted in. */
+  readonly receivedAt: number;
+  readonly from: string;
+  readonly to: string;
+}
+
+/**
+ * The counter changes that move each message from its old status's count to
+ * its new one's, in the minute it was received, netted per (minute,
+ * status): each message stays counted once, so a minute's total is still
+ * the number of messages received in it. A change to the same status moves
+ * nothing (a retry that fails again); nets of zero are left out.
+ */
+export function recount(changes: Iterable<StatusChange>): Array<{ minute: number; status: string; count: number }> {
+  const counts = new Map<string, { minute: number; status: string; count: number }>();
+  const add = (minute: number, status: string, count: number): void => {
+    const key = `${minute} ${status}`;
+    const entry = counts.get(key);
+    if (entry === undefined) counts.set(key, { minute, status, count });
+    else entry.count += count;
+  };
+  for (const { receivedAt, from, to } of changes) {
+    if (from === to) continue;
+    const minute = minuteOf(receivedAt);
+    add(minute, from, -1);
+    add(minute, to, 1);
+  }
+  // In (minute, status) order: a store that locks a row per count takes them in one order in every commit.
+  return [...counts.values()].filter((entry) => entry.count !== 0).sort((a, b) => a.minute - b.minute || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0));
+}
+
 export interface TrafficSeries {
   /** Start of each minute, oldest first, every minute of the range (empty minutes included). */
   readonly minutes: readonly number[];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MINUTE_MS, minuteOf, tally, trafficSeries } from '../../src/domain/traffic.js';
+import { MINUTE_MS, minuteOf, recount, tally, trafficSeries } from '../../src/domain/traffic.js';
 
 const M = 1_700_000_040_000; // the start of a minute
 
@@ -24,6 +24,30 @@ describe('traffic counts', () => {
       { minute: M + MINUTE_MS, status: 'accepted', count: 1 },
     ]);
     assert.deepEqual(tally([]), []);
+  });
+
+  it('moves a message whose status changed from the old status\'s count to the new one\'s, in the minute it was received', () => {
+    const moves = recount([
+      // Dropped and failed by its transformation; processing counted both accepted.
+      { receivedAt: M + 1, from: 'accepted', to: 'filtered' },
+      { receivedAt: M + 2, from: 'accepted', to: 'failed' },
+      // A retry: one that failed now passes, another fails again (no move).
+      { receivedAt: M + 3, from: 'failed', to: 'accepted' },
+      { receivedAt: M + 4, from: 'failed', to: 'failed' },
+      // Received a minute later: moved in that minute, whenever it changed.
+      { receivedAt: M + MINUTE_MS, from: 'accepted', to: 'filtered' },
+    ]);
+    assert.deepEqual(moves, [
+      // accepted -1 -1 +1 in M
+      { minute: M, status: 'accepted', count: -1 },
+      { minute: M, status: 'filtered', count: 1 },
+      // failed +1 -1 nets to nothing: left out
+      { minute: M + MINUTE_MS, status: 'accepted', count: -1 },
+      { minute: M + MINUTE_MS, status: 'filtered', count: 1 },
+    ]);
+    // Each minute's counts still add up to what they did: a message is moved, never added or lost.
+    for (const minute of [M, M + MINUTE_MS]) assert.equal(moves.filter((m) => m.minute === minute).reduce((total, m) => total + m.count, 0), 0);
+    assert.deepEqual(recount([]), []);
   });
 
   it('makes one column per minute of the range, zeros included, the given statuses first', () => {

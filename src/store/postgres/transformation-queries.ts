@@ -2,7 +2,9 @@
 import type pg from 'pg';
 import type { OrderPlace } from '../../domain/delivery-order.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
+import type { StatusChange } from '../../domain/traffic.js';
 import { isChainHead, lockIfOpen, lockTailsNaming, passOn } from './delivery-order.js';
+import { moveTraffic } from './traffic-queries.js';
 
 interface TransformationRow {
   id: string;
@@ -96,6 +98,10 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
     client,
     results.flatMap((result) => ((result.kind === 'dropped' || result.kind === 'failed') && result.order !== undefined ? [{ id: result.deliveryId, place: result.order }] : [])),
   );
+  // Processing counted each message in the overview as it stored it
+  // (`accepted`); what the transformation made of it moves that count, in
+  // this commit (see `recount`).
+  const changes: StatusChange[] = [];
   for (const result of results) {
     const { deliveryId, at } = result;
     let applied: boolean;
@@ -105,7 +111,12 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
         const bodies = result.kind === 'output' ? result.bodies : [null];
         applied = await deliver(client, deliveryId, bodies, result.order, at);
         // A retried message that failed in its transformation and now passes is accepted again.
-        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = $1 AND status = 'failed'`, [result.messageSeq]);
+        if (applied && !result.replay) {
+          const reaccepted = await client.query<{ received_at: number }>(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = $1 AND status = 'failed' RETURNING received_at`, [
+            result.messageSeq,
+          ]);
+          for (const row of reaccepted.rows) changes.push({ receivedAt: row.received_at, from: 'failed', to: 'accepted' });
+        }
         break;
       }
       case 'dropped': {
@@ -113,7 +124,7 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
         const row = deleted.rows[0];
         applied = row !== undefined;
         if (row !== undefined) await passOn(client, deliveryId, row.after_id === null ? null : Number(row.after_id), result.order, at);
-        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'filtered', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
+        if (applied && !result.replay) changes.push(...(await setMessageStatus(client, result.messageSeq, 'filtered', result.reason)));
         break;
       }
       case 'failed': {
@@ -125,12 +136,24 @@ export async function finishTransforms(client: pg.ClientBase, results: readonly 
         applied = row !== undefined;
         // Never sent, and possibly before its predecessor ended: it leaves the key's order as a drop does.
         if (row !== undefined) await passOn(client, deliveryId, row.after_id === null ? null : Number(row.after_id), result.order, at);
-        if (applied && !result.replay) await client.query(`UPDATE messages SET status = 'failed', reason = $1 WHERE seq = $2`, [result.reason, result.messageSeq]);
+        if (applied && !result.replay) changes.push(...(await setMessageStatus(client, result.messageSeq, 'failed', result.reason)));
         break;
       }
     }
     if (applied && !result.replay && result.info !== undefined) await client.query(`UPDATE messages SET transform = $1 WHERE seq = $2`, [JSON.stringify(result.info), result.messageSeq]);
   }
+  await moveTraffic(client, changes);
+}
+
+/** The message `status` with `reason`; the change of its status (none when the message is gone). */
+async function setMessageStatus(client: pg.ClientBase, seq: number, status: 'filtered' | 'failed', reason: string): Promise<StatusChange[]> {
+  // The status it had, read under the row lock the update takes.
+  const { rows } = await client.query<{ previous: string; received_at: number }>(
+    `UPDATE messages m SET status = $1, reason = $2 FROM (SELECT seq, status FROM messages WHERE seq = $3 FOR UPDATE) old
+     WHERE m.seq = old.seq RETURNING old.status AS previous, m.received_at`,
+    [status, reason, seq],
+  );
+  return rows.map((row) => ({ receivedAt: row.received_at, from: row.previous, to: status }));
 }
 
 /**

@@ -211,7 +211,7 @@ export class SqliteStore implements Store {
     this.deliveries = new DeliveryQueries(this.db, this.traffic);
     this.regulations = new RegulationQueries(this.db, this.messages);
     this.replays = new ReplayQueries(this.db);
-    this.transformations = new TransformationQueries(this.db);
+    this.transformations = new TransformationQueries(this.db, this.traffic);
     this.engage = new EngageQueries(this.db, this.messages);
   }
 

@@ -1,6 +1,8 @@
 import type { Database, Statement, Transaction } from 'better-sqlite3';
 import type { OrderPlace } from '../../domain/delivery-order.js';
+import type { StatusChange } from '../../domain/traffic.js';
 import { DeliveryOrder } from './delivery-order.js';
+import type { TrafficQueries } from './traffic-queries.js';
 import type { TransformResult, TransformationRecord, TransformationVersionRecord, TransformingDelivery } from '../transformation-records.js';
 
 interface TransformationRow {
@@ -28,7 +30,10 @@ export class TransformationQueries {
   private readonly finishTx: Transaction<(results: readonly TransformResult[]) => void>;
   private readonly waiting: Statement<[string, number], WaitingRow>;
 
-  constructor(private readonly db: Database) {
+  constructor(
+    private readonly db: Database,
+    traffic: TrafficQueries,
+  ) {
     this.waiting = db.prepare(`
       SELECT d.id, d.source_id, d.message_seq, d.replay_id, m.message_id, m.body, m.traceparent FROM deliveries d LEFT JOIN messages m ON m.seq = d.message_seq
       WHERE d.status = 'transforming' AND d.source_id NOT IN (SELECT value FROM json_each(?)) ORDER BY d.id LIMIT ?`);
@@ -44,10 +49,11 @@ export class TransformationQueries {
     const split = db.prepare(`
       INSERT INTO deliveries (source_id, message_seq, destination, status, next_attempt_at, after_id, retry_urls, replay_id, created_at, updated_at, body)
       SELECT source_id, message_seq, destination, 'pending', ?, ?, retry_urls, replay_id, ?, ?, ? FROM deliveries WHERE id = ?`);
+    const messageBefore = db.prepare(`SELECT status, received_at FROM messages WHERE seq = ?`);
     const messageStatus = db.prepare(`UPDATE messages SET status = ?, reason = ? WHERE seq = ?`);
     const messageInfo = db.prepare(`UPDATE messages SET transform = ? WHERE seq = ?`);
     // A retried message that failed in its transformation and now passes is accepted again.
-    const reaccept = db.prepare(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = ? AND status = 'failed'`);
+    const reaccept = db.prepare(`UPDATE messages SET status = 'accepted', reason = NULL WHERE seq = ? AND status = 'failed' RETURNING received_at`);
     /**
      * The delivery `id` (now pending, waiting) with `bodies`: due at `at`
      * unless its predecessor is still open (see TransformationStore.finishTransforms).
@@ -72,6 +78,17 @@ export class TransformationQueries {
       }
     };
     this.finishTx = db.transaction((results: readonly TransformResult[]) => {
+      // Processing counted each message in the overview as it stored it
+      // (`accepted`); what the transformation made of it moves that count,
+      // in this commit (see `recount`).
+      const changes: StatusChange[] = [];
+      /** The message `filtered` or `failed` with `reason`, noting the change of its status. */
+      const setMessageStatus = (seq: number, status: 'filtered' | 'failed', reason: string): void => {
+        const before = messageBefore.get(seq) as { status: string; received_at: number } | undefined;
+        if (before === undefined) return;
+        messageStatus.run(status, reason, seq);
+        changes.push({ receivedAt: before.received_at, from: before.status, to: status });
+      };
       for (const result of results) {
         const { deliveryId, at } = result;
         let applied: boolean;
@@ -87,7 +104,7 @@ export class TransformationQueries {
             const row = remove.get(deliveryId) as { after_id: number | null } | undefined;
             applied = row !== undefined;
             if (row !== undefined) order.passOn(deliveryId, row.after_id, result.order, at);
-            if (applied && !result.replay) messageStatus.run('filtered', result.reason, result.messageSeq);
+            if (applied && !result.replay) setMessageStatus(result.messageSeq, 'filtered', result.reason);
             break;
           }
           case 'failed': {
@@ -95,13 +112,17 @@ export class TransformationQueries {
             applied = row !== undefined;
             // Never sent, and possibly before its predecessor ended: it leaves the key's order as a drop does.
             if (row !== undefined) order.passOn(deliveryId, row.after_id, result.order, at);
-            if (applied && !result.replay) messageStatus.run('failed', result.reason, result.messageSeq);
+            if (applied && !result.replay) setMessageStatus(result.messageSeq, 'failed', result.reason);
             break;
           }
         }
-        if (applied && !result.replay && (result.kind === 'output' || result.kind === 'unchanged')) reaccept.run(result.messageSeq);
+        if (applied && !result.replay && (result.kind === 'output' || result.kind === 'unchanged')) {
+          const row = reaccept.get(result.messageSeq) as { received_at: number } | undefined;
+          if (row !== undefined) changes.push({ receivedAt: row.received_at, from: 'failed', to: 'accepted' });
+        }
         if (applied && !result.replay && result.info !== undefined) messageInfo.run(JSON.stringify(result.info), result.messageSeq);
       }
+      traffic.move(changes);
     });
   }
 
