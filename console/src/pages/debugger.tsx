@@ -13,7 +13,7 @@ const ROW_PX = 30;
 const VIEW_ROWS = 16;
 /** Rows rendered above and below the visible ones, so fast scrolling shows no gaps. */
 const OVERSCAN = 8;
-const STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked'] as const;
+const STATUSES = ['accepted', 'rejected', 'duplicate', 'suppressed', 'filtered', 'blocked', 'failed'] as const;
 const RECONNECT_MS = 1_000;
 
 export function DebuggerPage({ route }: { route: Route }) {
