@@ -33,6 +33,14 @@ export interface RouteDocumentation {
    * for U+0000 in any other parameter.
    */
   readonly 'x-nul-mapped'?: readonly string[];
+  /**
+   * Admin POSTs whose body is a set of options, every one optional (retry
+   * every failed delivery, rotate a secret): no body at all reads as `{}`.
+   * Named route by route, never inferred from a schema without `required`:
+   * for a body that is a whole object to store (a tracking plan), no body
+   * must stay an error, not become an empty one.
+   */
+  readonly 'x-body-optional'?: true;
 }
 
 export type JsonSchema = Readonly<Record<string, unknown>>;

@@ -38,12 +38,10 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     }
   });
 
-  // A body whose fields are all optional may be left out (`curl -X POST …/deliveries/retry`, a rotation
-  // with the default overlap): it reads as {}, as the documentation's `{sourceId?, since?}` says.
+  // A POST whose body is only options may be sent without one (`curl -X POST …/deliveries/retry`, a
+  // rotation with the default overlap): it reads as {}, on the routes that say so (`x-body-optional`).
   app.addHook('preValidation', async (request) => {
-    if (request.body !== undefined) return;
-    const body = (request.routeOptions.schema as RouteDocumentation | undefined)?.body as { type?: unknown; required?: readonly unknown[] } | undefined;
-    if (body?.type === 'object' && (body.required ?? []).length === 0) request.body = {};
+    if (request.body === undefined && (request.routeOptions.schema as RouteDocumentation | undefined)?.['x-body-optional'] === true) request.body = {};
   });
 
   // JSON whatever the Content-Type (form-encoded, text/plain, none), as the Tracking API reads it:

@@ -119,7 +119,7 @@ function operation(route: CollectedRoute, pathParameters: readonly string[]): Re
     ...(admin && { security: [{ adminToken: [] }] }),
     ...(route.url.startsWith('/v1/') && route.method === 'post' && route.url !== '/v1/m' && { security: [{ writeKey: [] }, {}] }),
     ...(parameters.length > 0 && { parameters }),
-    ...(body !== undefined && { requestBody: { required: true, content: { 'application/json': { schema: body } } } }),
+    ...(body !== undefined && { requestBody: { required: schema['x-body-optional'] !== true, content: { 'application/json': { schema: body } } } }),
     responses,
   };
 }

@@ -588,11 +588,13 @@ export async function checkCode(program: SandboxCode, limits: SandboxLimits): Pr
 
 /**
  * Why no entry point was found, for the person who wrote the code. A module
- * that declares one without `export` (a script's habit, as Segment's
- * functions are written) is told so: "defines none" would read as wrong.
+ * that exports nothing but declares an entry point (a script's habit, as
+ * Segment's functions are written) is told to export it: "defines none"
+ * would read as wrong.
  */
 function noEntryPoint(program: SandboxCode): string {
-  if (program.kind === 'module') {
+  // Only for code that exports nothing: one that exports something else (or the name as no function) is told what it lacks.
+  if (program.kind === 'module' && !/\bexport\b/.test(program.code)) {
     const declared = program.entryPoints.find((name) => new RegExp(`(?:\\bfunction\\s*(?:\\*\\s*)?|\\b(?:const|let|var)\\s+)${name}\\b`).test(program.code));
     if (declared !== undefined) return `the code declares ${declared} but does not export it: write \`export function ${declared}(…)\``;
   }

@@ -34,9 +34,20 @@ describe('admin POSTs whose body fields are all optional take no body at all', (
     assert.ok(Date.parse(rotated.body.previousValidUntil) >= before + 86_400_000, 'the default overlap, a day');
   });
 
-  it('a body with a required field is still asked for', async () => {
+  it('a body with a required field is still asked for, and a whole object to store is never taken as empty', async () => {
     const created = await postNothing('/sources');
     assert.equal(created.status, 400);
     assert.equal(created.body.error.code, 'invalid_request');
+    // A tracking plan's schema requires no field, but no body must not replace a plan with an empty one that lets everything through.
+    const source = await sy.createSource('a plan kept');
+    const plan = await sy.admin('POST', `/sources/${source.id}/tracking-plan`, { name: 'Web', events: { 'Order Completed': {} }, controls: { unplannedEvents: 'block' } });
+    assert.ok(plan.status < 300, JSON.stringify(plan.body));
+    const replaced = await postNothing(`/sources/${source.id}/tracking-plan`);
+    assert.equal(replaced.status, 400, JSON.stringify(replaced.body));
+    const put = await fetch(`${sy.url}/admin/v1/sources/${source.id}/tracking-plan`, { method: 'PUT', headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: ' ' });
+    assert.equal(put.status, 400);
+    const kept = await sy.admin('GET', `/sources/${source.id}/tracking-plan`);
+    assert.equal(kept.body.controls.unplannedEvents, 'block');
+    assert.equal(kept.body.version, plan.body.version);
   });
 });

@@ -156,6 +156,9 @@ describe('the transformation sandbox', () => {
     // Written as a script, as Segment's functions are: the answer says what to add.
     await assert.rejects(checkTransformationCode('function transformEvent(event) { return event; }', LIMITS), /declares transformEvent but does not export it: write `export function transformEvent/);
     await assert.rejects(checkTransformationCode('const transformBatch = (events) => events;', LIMITS), /declares transformBatch but does not export it/);
+    // Code that exports something is not told to export what it exports, nor misled by a comment.
+    await assert.rejects(checkTransformationCode('export const transformEvent = 5;', LIMITS), /defines none of transformEvent, transformBatch/);
+    await assert.rejects(checkTransformationCode('// function transformEvent\nexport function transformevent(e) { return e; }', LIMITS), /defines none of/);
     await assert.rejects(checkTransformationCode('for (;;) {}\nexport function transformEvent(e) { return e; }', LIMITS), /timed out|did not finish loading/);
     await assert.rejects(checkTransformationCode(`// ${'x'.repeat(300 * 1024)}`, LIMITS), /larger than 256 KB/);
   });
