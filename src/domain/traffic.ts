@@ -30,7 +30,13 @@ export function minuteOf(at: number): number {
   return Math.floor(at / MINUTE_MS) * MINUTE_MS;
 }
 
-/** Adds up events into one count per (minute, status), so a commit writes a few counter rows, not one per event. */
+/**
+ * Adds up events into one count per (minute, status), so a commit writes a
+ * few counter rows, not one per event. In (minute, status) order: two
+ * commits that update the same counter rows (on PostgreSQL, two
+ * connections whose shards coincide) lock them in one order, so neither
+ * can wait for a row the other holds while holding one it wants.
+ */
 export function tally(events: Iterable<{ readonly at: number; readonly status: string }>): Array<{ minute: number; status: string; count: number }> {
   const counts = new Map<string, { minute: number; status: string; count: number }>();
   for (const { at, status } of events) {
@@ -40,7 +46,11 @@ export function tally(events: Iterable<{ readonly at: number; readonly status: s
     if (entry === undefined) counts.set(key, { minute, status, count: 1 });
     else entry.count++;
   }
-  return [...counts.values()];
+  return [...counts.values()].sort(byMinuteAndStatus);
+}
+
+function byMinuteAndStatus(a: { readonly minute: number; readonly status: string }, b: { readonly minute: number; readonly status: string }): number {
+  return a.minute - b.minute || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0);
 }
 
 /**
@@ -79,7 +89,7 @@ export function recount(changes: Iterable<StatusChange>): Array<{ minute: number
     add(minute, to, 1);
   }
   // In (minute, status) order: a store that locks a row per count takes them in one order in every commit.
-  return [...counts.values()].filter((entry) => entry.count !== 0).sort((a, b) => a.minute - b.minute || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0));
+  return [...counts.values()].filter((entry) => entry.count !== 0).sort(byMinuteAndStatus);
 }
 
 export interface TrafficSeries {

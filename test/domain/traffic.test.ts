@@ -26,6 +26,24 @@ describe('traffic counts', () => {
     assert.deepEqual(tally([]), []);
   });
 
+  it('lists the counts in (minute, status) order, whatever order the events came in: every commit locks counter rows in one order', () => {
+    const counts = tally([
+      { at: M + 60_000, status: 'accepted' },
+      { at: M + 3, status: 'rejected' },
+      { at: M + 2, status: 'duplicate' },
+      { at: M + 1, status: 'accepted' },
+    ]);
+    assert.deepEqual(
+      counts.map((c) => [c.minute, c.status]),
+      [
+        [M, 'accepted'],
+        [M, 'duplicate'],
+        [M, 'rejected'],
+        [M + MINUTE_MS, 'accepted'],
+      ],
+    );
+  });
+
   it('moves a message whose status changed from the old status\'s count to the new one\'s, in the minute it was received', () => {
     const moves = recount([
       // Dropped and failed by its transformation; processing counted both accepted.

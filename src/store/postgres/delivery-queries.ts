@@ -157,6 +157,7 @@ export async function finishDeliveries(pool: pg.Pool, outcomes: readonly Deliver
            pg_backend_pid() % ${TRAFFIC_SHARDS}, count(*)
          FROM o WHERE o.id IN (SELECT id FROM finished)
          GROUP BY 1, 3
+         ORDER BY 1, 3 -- one locking order for every commit (see tally)
          ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count),
        attempts AS (
          INSERT INTO delivery_attempts (delivery_id, at, url, status_code, error, duration_ms, response, function_run)

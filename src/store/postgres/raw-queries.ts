@@ -179,7 +179,8 @@ export async function processRawRequests(
      counted AS (
        INSERT INTO traffic_minutes (minute, metric, status, shard, count)
        SELECT minute, 'messages', status, pg_backend_pid() % ${TRAFFIC_SHARDS}, count
-       FROM unnest($14::bigint[], $15::text[], $16::bigint[]) AS c(minute, status, count)
+       FROM unnest($14::bigint[], $15::text[], $16::bigint[]) WITH ORDINALITY AS c(minute, status, count, ord)
+       ORDER BY c.ord
        ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count)
      SELECT (SELECT array_agg(seq ORDER BY seq) FROM stored) AS seqs,
        (SELECT count(*)::int FROM queued) AS jobs,

@@ -21,7 +21,8 @@ export async function addTraffic(
   await client.query(
     `INSERT INTO traffic_minutes (minute, metric, status, shard, count)
      SELECT minute, $1, status, pg_backend_pid() % ${TRAFFIC_SHARDS}, count
-     FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS c(minute, status, count)
+     FROM unnest($2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS c(minute, status, count, ord)
+     ORDER BY c.ord
      ON CONFLICT (minute, metric, status, shard) DO UPDATE SET count = traffic_minutes.count + excluded.count`,
     [metric, counts.map((c) => c.minute), counts.map((c) => c.status), counts.map((c) => c.count)],
   );
