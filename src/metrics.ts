@@ -106,41 +106,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** Read at scrape time; see {@link watchOpenConnections}. */
-  private readOpenConnections: () => number = () => 0;
+  private readonly connectionsOpen = new ScrapedGauge(
+    this.registry,
+    'switchyard_http_connections_open',
+    'Connections the HTTP server holds now, this scrape\'s own included (refused ones are not held)',
+  );
 
-  readonly connectionsOpen: Gauge = new Gauge({
-    name: 'switchyard_http_connections_open',
-    help: 'Connections the HTTP server holds now, this scrape\'s own included (refused ones are not held)',
-    registers: [this.registry],
-    collect: () => {
-      this.connectionsOpen.set(this.readOpenConnections());
-    },
-  });
+  private readonly ingestBacklog = new ScrapedGauge(this.registry, 'switchyard_ingest_commit_backlog', 'Messages waiting for the next ingest commit');
 
-  /** Read at scrape time; see {@link watchCommitBacklog}. */
-  private readCommitBacklog: () => number = () => 0;
-
-  readonly ingestBacklog: Gauge = new Gauge({
-    name: 'switchyard_ingest_commit_backlog',
-    help: 'Messages waiting for the next ingest commit',
-    registers: [this.registry],
-    collect: () => {
-      this.ingestBacklog.set(this.readCommitBacklog());
-    },
-  });
-
-  /** Read at scrape time; see {@link watchBodiesReading}. */
-  private readBodiesReading: () => number = () => 0;
-
-  readonly ingestBodyBytes: Gauge = new Gauge({
-    name: 'switchyard_ingest_body_bytes_reading',
-    help: 'Bytes reserved for Tracking API request bodies being read now (bounded: past 64 MB, or 16 MB from one address, requests get 503)',
-    registers: [this.registry],
-    collect: () => {
-      this.ingestBodyBytes.set(this.readBodiesReading());
-    },
-  });
+  private readonly ingestBodyBytes = new ScrapedGauge(
+    this.registry,
+    'switchyard_ingest_body_bytes_reading',
+    'Bytes reserved for Tracking API request bodies being read now (bounded: past 64 MB, or 16 MB from one address, requests get 503)',
+  );
 
   /** Read at scrape time; see {@link watchProcessingBacklog}. */
   private readProcessingBacklog: () => { messages: number; lagMs: number } = () => ({ messages: 0, lagMs: 0 });
@@ -197,15 +175,15 @@ export class Metrics {
 
   /** The backlog changes with every request: reading it when scraped costs nothing per request. */
   watchCommitBacklog(read: () => number): void {
-    this.readCommitBacklog = read;
+    this.ingestBacklog.watch(read);
   }
 
   watchOpenConnections(read: () => number): void {
-    this.readOpenConnections = read;
+    this.connectionsOpen.watch(read);
   }
 
   watchBodiesReading(read: () => number): void {
-    this.readBodiesReading = read;
+    this.ingestBodyBytes.watch(read);
   }
 
   /** Adds a source of `switchyard_sandbox_heap_bytes`, read at scrape time; returns how to remove it. */
@@ -222,5 +200,25 @@ export class Metrics {
   /** The processing backlog as ingest last read it (see `ingest/processing-backlog.ts`). */
   watchProcessingBacklog(read: () => { messages: number; lagMs: number }): void {
     this.readProcessingBacklog = read;
+  }
+}
+
+/** A gauge whose value is read at scrape time from what {@link watch} gave it (0 until then): a count the server holds anyway. */
+class ScrapedGauge {
+  private read: () => number = () => 0;
+
+  constructor(registry: Registry, name: string, help: string) {
+    const gauge: Gauge = new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect: () => {
+        gauge.set(this.read());
+      },
+    });
+  }
+
+  watch(read: () => number): void {
+    this.read = read;
   }
 }
