@@ -37,20 +37,34 @@ export function minuteOf(at: number): number {
  * connections whose shards coincide) lock them in one order, so neither
  * can wait for a row the other holds while holding one it wants.
  */
-export function tally(events: Iterable<{ readonly at: number; readonly status: string }>): Array<{ minute: number; status: string; count: number }> {
-  const counts = new Map<string, { minute: number; status: string; count: number }>();
-  for (const { at, status } of events) {
-    const minute = minuteOf(at);
-    const key = `${minute} ${status}`;
-    const entry = counts.get(key);
-    if (entry === undefined) counts.set(key, { minute, status, count: 1 });
-    else entry.count++;
-  }
-  return [...counts.values()].sort(byMinuteAndStatus);
+export function tally(events: Iterable<{ readonly at: number; readonly status: string }>): MinuteCount[] {
+  const counts = new MinuteCounts();
+  for (const { at, status } of events) counts.add(minuteOf(at), status, 1);
+  return counts.sorted();
 }
 
-function byMinuteAndStatus(a: { readonly minute: number; readonly status: string }, b: { readonly minute: number; readonly status: string }): number {
-  return a.minute - b.minute || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0);
+/** One counter change: `count` added to `status`'s count of `minute`. */
+export interface MinuteCount {
+  minute: number;
+  status: string;
+  count: number;
+}
+
+/** Counts added up per (minute, status), listed in (minute, status) order. */
+class MinuteCounts {
+  private readonly counts = new Map<string, MinuteCount>();
+
+  add(minute: number, status: string, count: number): void {
+    const key = `${minute} ${status}`;
+    const entry = this.counts.get(key);
+    if (entry === undefined) this.counts.set(key, { minute, status, count });
+    else entry.count += count;
+  }
+
+  /** The counts that are not zero. */
+  sorted(): MinuteCount[] {
+    return [...this.counts.values()].filter((entry) => entry.count !== 0).sort((a, b) => a.minute - b.minute || (a.status < b.status ? -1 : a.status > b.status ? 1 : 0));
+  }
 }
 
 /**
@@ -74,22 +88,16 @@ export interface StatusChange {
  * the number of messages received in it. A change to the same status moves
  * nothing (a retry that fails again); nets of zero are left out.
  */
-export function recount(changes: Iterable<StatusChange>): Array<{ minute: number; status: string; count: number }> {
-  const counts = new Map<string, { minute: number; status: string; count: number }>();
-  const add = (minute: number, status: string, count: number): void => {
-    const key = `${minute} ${status}`;
-    const entry = counts.get(key);
-    if (entry === undefined) counts.set(key, { minute, status, count });
-    else entry.count += count;
-  };
+export function recount(changes: Iterable<StatusChange>): MinuteCount[] {
+  const counts = new MinuteCounts();
   for (const { receivedAt, from, to } of changes) {
     if (from === to) continue;
     const minute = minuteOf(receivedAt);
-    add(minute, from, -1);
-    add(minute, to, 1);
+    counts.add(minute, from, -1);
+    counts.add(minute, to, 1);
   }
-  // In (minute, status) order: a store that locks a row per count takes them in one order in every commit.
-  return [...counts.values()].filter((entry) => entry.count !== 0).sort(byMinuteAndStatus);
+  // In (minute, status) order, as tally's: a store that locks a row per count takes them in one order in every commit.
+  return counts.sorted();
 }
 
 export interface TrafficSeries {
