@@ -13,6 +13,7 @@ import { ConnectionGuard } from './connection-guard.js';
 import { consoleRoutes } from './console-routes.js';
 import { answerPathError } from './path-errors.js';
 import { shownPath } from '../domain/shown-path.js';
+import { LogThrottle } from '../util/log-throttle.js';
 import type { Metrics } from '../metrics.js';
 import { type DocumentedSchema, documented } from '../route-documentation.js';
 import { RouteCatalog } from './openapi.js';
@@ -154,20 +155,15 @@ export function buildServer(options: ServerOptions): FastifyInstance {
 
 /** Counts each refused connection, and warns at most every REFUSAL_LOG_EVERY_MS while they are refused (no addresses logged). */
 function refusalReporter(options: ServerOptions): (reason: ConnectionRefusal) => void {
-  let loggedAt = -Infinity;
-  const since: Record<ConnectionRefusal, number> = { total: 0, per_address: 0 };
+  const refusals = new LogThrottle<ConnectionRefusal>(REFUSAL_LOG_EVERY_MS);
   return (reason) => {
     options.metrics.connectionsRefused.inc({ reason });
-    since[reason]++;
-    const at = Date.now();
-    if (at - loggedAt < REFUSAL_LOG_EVERY_MS) return;
+    const due = refusals.count(reason);
+    if (due === undefined) return;
     options.logger.warn(
-      { refused: { ...since }, maxConnections: options.connections.total, maxConnectionsPerAddress: options.connections.perAddress },
+      { refused: { total: 0, per_address: 0, ...due }, maxConnections: options.connections.total, maxConnectionsPerAddress: options.connections.perAddress },
       'refusing connections with 503: the server, or an address, holds as many connections as it may',
     );
-    loggedAt = at;
-    since.total = 0;
-    since.per_address = 0;
   };
 }
 

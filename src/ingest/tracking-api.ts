@@ -13,6 +13,7 @@ import { anyOriginHeaders, preflightHeaders } from './cors.js';
 import { BacklogFullError, type GroupCommitter } from './group-commit.js';
 import type { ProcessingBacklog } from './processing-backlog.js';
 import { BodyBudget } from './body-budget.js';
+import { LogThrottle } from '../util/log-throttle.js';
 import { BodyBudgetExceeded } from './read-body.js';
 import { type BodyConfig, discardRestOfBody, readParsedBody } from './tracking-body.js';
 import { BROWSER_SCHEMAS, METRICS_SCHEMA, batchSchema, callSchema } from './tracking-schemas.js';
@@ -114,14 +115,15 @@ export const BODY_BUDGET = { totalBytes: 64 * 1024 * 1024, perClientBytes: 16 * 
  */
 export class TrackingApi {
   private closing = false;
-  private overloadLoggedAt = -Infinity;
-  private refusedSinceLog = 0;
+  /** Requests refused with 503 overloaded (either bound), logged at most every OVERLOAD_LOG_EVERY_MS. */
+  private readonly refusals: LogThrottle<'refused'>;
   private readonly bodies = new BodyBudget(BODY_BUDGET.totalBytes, BODY_BUDGET.perClientBytes);
 
   constructor(
     private readonly options: TrackingApiOptions,
     private readonly server: TrackingServerContext,
   ) {
+    this.refusals = new LogThrottle(OVERLOAD_LOG_EVERY_MS, options.now);
     options.metrics.watchBodiesReading(() => this.bodies.reserved);
   }
 
@@ -236,15 +238,12 @@ export class TrackingApi {
   }
 
   private overloaded(response: ServerResponse): ApiError {
-    this.refusedSinceLog++;
-    const at = this.options.now();
-    if (at - this.overloadLoggedAt >= OVERLOAD_LOG_EVERY_MS) {
+    const due = this.refusals.count('refused');
+    if (due !== undefined) {
       this.server.logger.warn(
-        { backlog: this.options.committer.backlog, unprocessed: this.options.unprocessed.messages, refused: this.refusedSinceLog },
+        { backlog: this.options.committer.backlog, unprocessed: this.options.unprocessed.messages, refused: due.refused },
         'ingest overloaded: refusing requests with 503 until the commit backlog or the processing backlog drains',
       );
-      this.overloadLoggedAt = at;
-      this.refusedSinceLog = 0;
     }
     response.setHeader('retry-after', OVERLOADED_RETRY_AFTER_S);
     return new ApiError('overloaded', 'the server is busy storing earlier messages; nothing was stored, retry later');
@@ -252,17 +251,14 @@ export class TrackingApi {
 
   /** A body refused for want of room in the {@link BodyBudget}: 503 at once. */
   private noRoomForBody(request: IncomingMessage, response: ServerResponse, error: BodyBudgetExceeded): ApiError {
-    this.refusedSinceLog++;
-    const at = this.options.now();
-    if (at - this.overloadLoggedAt >= OVERLOAD_LOG_EVERY_MS) {
+    const due = this.refusals.count('refused');
+    if (due !== undefined) {
       this.server.logger.warn(
-        { bound: error.bound, reading: this.bodies.reserved, refused: this.refusedSinceLog },
+        { bound: error.bound, reading: this.bodies.reserved, refused: due.refused },
         error.bound === 'client'
           ? 'ingest refusing requests with 503: one client address is sending more request bodies at once than its share'
           : 'ingest refusing requests with 503: request bodies being read at once are at their bound',
       );
-      this.overloadLoggedAt = at;
-      this.refusedSinceLog = 0;
     }
     // What the client still sends is read and dropped, not kept (see discardRestOfBody), so that it gets this answer.
     response.once('finish', () => discardRestOfBody(request));
