@@ -21,6 +21,15 @@ export class BacklogFullError extends Error {
  * Each caller's promise settles when its own request is committed, so a 200
  * still means "stored"; the processing stage makes messages of it later.
  *
+ * Up to `commitsInFlight` commits run at once. On SQLite one is enough: every
+ * commit holds the one write lock, so a second would only wait for it. On
+ * PostgreSQL a commit waits for its round trips and its WAL flush, and with
+ * one commit at a time a request that arrives during a commit waits for that
+ * whole commit before its own can start: ingest's rate is bound by the
+ * commit's latency, the more so the farther the database. PostgreSQL joins
+ * the flushes of commits that run side by side (one fsync covers every
+ * commit record written before it).
+ *
  * The queue is bounded (admission control): when requests arrive faster than
  * the store commits, the queue, and every request object, parsed body and
  * socket buffer waiting on it, would otherwise grow without limit until the
@@ -30,7 +39,7 @@ export class GroupCommitter {
   private queue: Waiter[] = [];
   private queuedEntries = 0;
   private queuedBytes = 0;
-  private committing = false;
+  private committing = 0;
   private scheduled = false;
 
   constructor(
@@ -44,6 +53,8 @@ export class GroupCommitter {
       readonly maxBacklogBytes: number;
       /** The same bound in requests, for many small ones (each holds its request and reply). */
       readonly maxBacklogRequests: number;
+      /** Commits under way at once, at least 1 (see above). */
+      readonly commitsInFlight?: number;
       readonly onCommit?: (entries: number, durationMs: number) => void;
     },
   ) {}
@@ -84,8 +95,12 @@ export class GroupCommitter {
     );
   }
 
+  private get canStartCommit(): boolean {
+    return this.committing < (this.options.commitsInFlight ?? 1);
+  }
+
   private schedule(): void {
-    if (this.committing || this.scheduled) return;
+    if (!this.canStartCommit || this.scheduled) return;
     this.scheduled = true;
     // setImmediate: requests parsed in this turn join the same commit.
     setImmediate(() => {
@@ -95,8 +110,8 @@ export class GroupCommitter {
   }
 
   private async flush(): Promise<void> {
-    if (this.committing || this.queue.length === 0) return;
-    this.committing = true;
+    if (!this.canStartCommit || this.queue.length === 0) return;
+    this.committing += 1;
     const batch = this.takeBatch();
     const requests = batch.map((w) => w.request);
     const started = performance.now();
@@ -109,7 +124,7 @@ export class GroupCommitter {
     } catch (error) {
       for (const waiter of batch) waiter.reject(error);
     } finally {
-      this.committing = false;
+      this.committing -= 1;
       if (this.queue.length > 0) this.schedule();
     }
   }

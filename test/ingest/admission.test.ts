@@ -132,4 +132,76 @@ describe('ingest admission control (GroupCommitter backlog bound)', () => {
     assert.equal(all.ids.size, 5);
     assert.equal(all.ids.has('refused'), false);
   });
+
+  describe('commits in flight', () => {
+    /** A store whose commits each wait for their own release, in the order they began. */
+    function gatedStore(): { store: Pick<Store, 'appendRawRequests'>; started: Array<{ ids: string[]; settle: (error?: Error) => void }>; began: () => Promise<void> } {
+      const started: Array<{ ids: string[]; settle: (error?: Error) => void }> = [];
+      let wake: (() => void) | undefined;
+      return {
+        started,
+        began: () => new Promise<void>((resolve) => (wake = resolve)),
+        store: {
+          appendRawRequests: async (requests: readonly NewRawRequest[]) => {
+            const gate = new Promise<void>((resolve, reject) => {
+              started.push({ ids: requests.map((r) => (JSON.parse(r.body) as { id: string }).id), settle: (error) => (error ? reject(error) : resolve()) });
+            });
+            wake?.();
+            await gate;
+            await sqlite.appendRawRequests(requests);
+          },
+        },
+      };
+    }
+
+    it('with commitsInFlight 2, a request arriving during a commit starts its own; each settles with its own commit', async () => {
+      const { store, started, began } = gatedStore();
+      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000, commitsInFlight: 2 });
+      let firstBegan = began();
+      const first = committer.commit(entries(1, 'first'));
+      await firstBegan;
+      firstBegan = began();
+      let secondDone = false;
+      const second = committer.commit(entries(1, 'second')).then(() => (secondDone = true));
+      await firstBegan;
+      assert.deepEqual(started.map((c) => c.ids), [['first'], ['second']], 'the second commit began while the first was under way');
+      // Two are under way: the third waits for a free one.
+      const third = committer.commit(entries(1, 'third'));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(started.length, 2);
+      assert.equal(committer.backlog, 1);
+
+      // The second commit ends first and settles its own request alone.
+      const thirdBegan = began();
+      started[1]!.settle();
+      await second;
+      await thirdBegan;
+      assert.deepEqual(started[2]!.ids, ['third']);
+      // A failed commit rejects its own requests only.
+      started[0]!.settle(new Error('disk full'));
+      await assert.rejects(first, /disk full/);
+      assert.equal(secondDone, true);
+      started[2]!.settle();
+      await third;
+      assert.deepEqual([...(await stored()).ids].sort(), ['second', 'third']);
+    });
+
+    it('commits one at a time by default', async () => {
+      const { store, started, began } = gatedStore();
+      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000 });
+      const firstBegan = began();
+      const first = committer.commit(entries(1, 'first'));
+      await firstBegan;
+      const rest = [committer.commit(entries(1, 'a')), committer.commit(entries(1, 'b'))];
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(started.length, 1, 'no second commit while one is under way');
+      const nextBegan = began();
+      started[0]!.settle();
+      await first;
+      await nextBegan;
+      assert.deepEqual(started[1]!.ids, ['a', 'b'], 'what waited goes into the next commit together');
+      started[1]!.settle();
+      await Promise.all(rest);
+    });
+  });
 });
