@@ -150,7 +150,10 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     maxBacklog: MAX_COMMIT_BACKLOG,
     maxBacklogBytes: MAX_COMMIT_BACKLOG_BYTES,
     maxBacklogRequests: MAX_COMMIT_BACKLOG_REQUESTS,
-    commitsInFlight: store.capabilities.parallelCommits ? PARALLEL_COMMITS : 1,
+    // An ordered destination promises its messages in receivedAt order across
+    // requests; a later commit that ended first would have its requests
+    // processed first. So while one exists, one commit at a time.
+    commitsInFlight: () => (store.capabilities.parallelCommits && !directory.anyOrderedWebhooks() ? PARALLEL_COMMITS : 1),
     onCommit: (entries, ms) => {
       metrics.groupCommitSize.observe(entries);
       metrics.groupCommitSeconds.observe(ms / 1000);

@@ -28,7 +28,9 @@ export class BacklogFullError extends Error {
  * whole commit before its own can start: ingest's rate is bound by the
  * commit's latency, the more so the farther the database. PostgreSQL joins
  * the flushes of commits that run side by side (one fsync covers every
- * commit record written before it).
+ * commit record written before it). Side by side, a later commit can end
+ * first, so a later request can be processed before an earlier one: the
+ * caller keeps to one at a time where that order is promised.
  *
  * The queue is bounded (admission control): when requests arrive faster than
  * the store commits, the queue, and every request object, parsed body and
@@ -53,8 +55,8 @@ export class GroupCommitter {
       readonly maxBacklogBytes: number;
       /** The same bound in requests, for many small ones (each holds its request and reply). */
       readonly maxBacklogRequests: number;
-      /** Commits under way at once, at least 1 (see above). */
-      readonly commitsInFlight?: number;
+      /** Commits under way at once, at least 1, asked before each new commit (see above); 1 when absent. */
+      readonly commitsInFlight?: () => number;
       readonly onCommit?: (entries: number, durationMs: number) => void;
     },
   ) {}
@@ -96,7 +98,7 @@ export class GroupCommitter {
   }
 
   private get canStartCommit(): boolean {
-    return this.committing < (this.options.commitsInFlight ?? 1);
+    return this.committing < (this.options.commitsInFlight?.() ?? 1);
   }
 
   private schedule(): void {

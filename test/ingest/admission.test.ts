@@ -156,7 +156,7 @@ describe('ingest admission control (GroupCommitter backlog bound)', () => {
 
     it('with commitsInFlight 2, a request arriving during a commit starts its own; each settles with its own commit', async () => {
       const { store, started, began } = gatedStore();
-      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000, commitsInFlight: 2 });
+      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000, commitsInFlight: () => 2 });
       let firstBegan = began();
       const first = committer.commit(entries(1, 'first'));
       await firstBegan;
@@ -184,6 +184,28 @@ describe('ingest admission control (GroupCommitter backlog bound)', () => {
       started[2]!.settle();
       await third;
       assert.deepEqual([...(await stored()).ids].sort(), ['second', 'third']);
+    });
+
+    it('asks commitsInFlight before each commit: once it says 1, nothing starts beside a commit under way', async () => {
+      const { store, started, began } = gatedStore();
+      let allowed = 2;
+      const committer = new GroupCommitter(store, { maxEntries: 100, maxBacklog: 1_000, maxBacklogBytes: 1e9, maxBacklogRequests: 1_000, commitsInFlight: () => allowed });
+      const firstBegan = began();
+      const first = committer.commit(entries(1, 'first'));
+      await firstBegan;
+      // An ordered destination appears (serve: one commit at a time while one exists).
+      allowed = 1;
+      const next = committer.commit(entries(1, 'next'));
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(started.length, 1, 'no commit began beside the one under way');
+      const nextBegan = began();
+      started[0]!.settle();
+      await first;
+      await nextBegan;
+      assert.deepEqual(started[1]!.ids, ['next']);
+      started[1]!.settle();
+      await next;
     });
 
     it('commits one at a time by default', async () => {
