@@ -71,15 +71,6 @@ const MAX_COMMIT_BACKLOG_BYTES = 16 * 1024 * 1024;
  */
 const MAX_COMMIT_BACKLOG_REQUESTS = 2 * MAX_ENTRIES_PER_COMMIT;
 /**
- * Group commits under way at once where the store commits side by side
- * (`parallelCommits`: PostgreSQL). Each holds one of the ingest pool's
- * connections and up to MAX_ENTRIES_PER_COMMIT messages besides the
- * queued backlog bounded above; four keep a commit's latency off ingest's
- * rate (docs/architecture.md, "Commits side by side on PostgreSQL") and
- * leave the pool's other connections to the admin API.
- */
-const PARALLEL_COMMITS = 4;
-/**
  * Admission bound on what is stored but not yet processed into messages
  * (raw requests, see `ingest/raw-processor.ts`): past this many messages,
  * requests get 503 `overloaded`. At the processing stage's measured rates
@@ -150,10 +141,6 @@ async function startServing(config: Config, logger: Logger): Promise<RunningSwit
     maxBacklog: MAX_COMMIT_BACKLOG,
     maxBacklogBytes: MAX_COMMIT_BACKLOG_BYTES,
     maxBacklogRequests: MAX_COMMIT_BACKLOG_REQUESTS,
-    // An ordered destination promises its messages in receivedAt order across
-    // requests; a later commit that ended first would have its requests
-    // processed first. So while one exists, one commit at a time.
-    commitsInFlight: () => (store.capabilities.parallelCommits && !directory.anyOrderedWebhooks() ? PARALLEL_COMMITS : 1),
     onCommit: (entries, ms) => {
       metrics.groupCommitSize.observe(entries);
       metrics.groupCommitSeconds.observe(ms / 1000);

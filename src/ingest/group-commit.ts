@@ -21,17 +21,6 @@ export class BacklogFullError extends Error {
  * Each caller's promise settles when its own request is committed, so a 200
  * still means "stored"; the processing stage makes messages of it later.
  *
- * Up to `commitsInFlight` commits run at once. On SQLite one is enough: every
- * commit holds the one write lock, so a second would only wait for it. On
- * PostgreSQL a commit waits for its round trips and its WAL flush, and with
- * one commit at a time a request that arrives during a commit waits for that
- * whole commit before its own can start: ingest's rate is bound by the
- * commit's latency, the more so the farther the database. PostgreSQL joins
- * the flushes of commits that run side by side (one fsync covers every
- * commit record written before it). Side by side, a later commit can end
- * first, so a later request can be processed before an earlier one: the
- * caller keeps to one at a time where that order is promised.
- *
  * The queue is bounded (admission control): when requests arrive faster than
  * the store commits, the queue, and every request object, parsed body and
  * socket buffer waiting on it, would otherwise grow without limit until the
@@ -41,7 +30,7 @@ export class GroupCommitter {
   private queue: Waiter[] = [];
   private queuedEntries = 0;
   private queuedBytes = 0;
-  private committing = 0;
+  private committing = false;
   private scheduled = false;
 
   constructor(
@@ -55,8 +44,6 @@ export class GroupCommitter {
       readonly maxBacklogBytes: number;
       /** The same bound in requests, for many small ones (each holds its request and reply). */
       readonly maxBacklogRequests: number;
-      /** Commits under way at once, at least 1, asked before each new commit (see above); 1 when absent. */
-      readonly commitsInFlight?: () => number;
       readonly onCommit?: (entries: number, durationMs: number) => void;
     },
   ) {}
@@ -97,12 +84,8 @@ export class GroupCommitter {
     );
   }
 
-  private get canStartCommit(): boolean {
-    return this.committing < (this.options.commitsInFlight?.() ?? 1);
-  }
-
   private schedule(): void {
-    if (!this.canStartCommit || this.scheduled) return;
+    if (this.committing || this.scheduled) return;
     this.scheduled = true;
     // setImmediate: requests parsed in this turn join the same commit.
     setImmediate(() => {
@@ -112,8 +95,8 @@ export class GroupCommitter {
   }
 
   private async flush(): Promise<void> {
-    if (!this.canStartCommit || this.queue.length === 0) return;
-    this.committing += 1;
+    if (this.committing || this.queue.length === 0) return;
+    this.committing = true;
     const batch = this.takeBatch();
     const requests = batch.map((w) => w.request);
     const started = performance.now();
@@ -126,7 +109,7 @@ export class GroupCommitter {
     } catch (error) {
       for (const waiter of batch) waiter.reject(error);
     } finally {
-      this.committing -= 1;
+      this.committing = false;
       if (this.queue.length > 0) this.schedule();
     }
   }

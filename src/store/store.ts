@@ -527,7 +527,6 @@ export type StoreTopic = 'deliveries' | 'config' | 'messages' | 'raw';
  * | `multiNode`      | no     | yes      |
  * | `preparesIngest` | yes    | no       |
  * | `releasesLeases` | yes    | no       |
- * | `parallelCommits`| no     | yes      |
  */
 export interface StoreCapabilities {
   readonly name: 'sqlite' | 'postgres';
@@ -537,10 +536,4 @@ export interface StoreCapabilities {
   readonly preparesIngest: boolean;
   /** {@link DeliveryQueue.releaseLeases} frees the leases of workers that are gone (single-node stores only); otherwise it resolves 0. */
   readonly releasesLeases: boolean;
-  /**
-   * Transactions commit side by side, so ingest keeps several group commits
-   * under way (PostgreSQL, whose commits wait for their WAL flush); false
-   * where every commit holds one write lock (SQLite).
-   */
-  readonly parallelCommits: boolean;
 }

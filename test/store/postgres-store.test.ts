@@ -53,7 +53,7 @@ await describePostgres('PostgreSQL store', () => {
     });
 
     it('says it can be shared by several nodes', () => {
-      assert.deepEqual(a.capabilities, { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false, parallelCommits: true });
+      assert.deepEqual(a.capabilities, { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false });
     });
 
     it('applies each migration once when several nodes start at once', async () => {

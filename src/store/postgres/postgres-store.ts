@@ -98,7 +98,7 @@ export const DEFAULT_POOL_SIZE = 10;
  * Owns a pg.Pool and the LISTEN connection; {@link close} ends both.
  */
 export class PostgresStore implements Store {
-  readonly capabilities: StoreCapabilities = { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false, parallelCommits: true };
+  readonly capabilities: StoreCapabilities = { name: 'postgres', multiNode: true, preparesIngest: false, releasesLeases: false };
   /** Tags this node's notifications, so that it does not hear its own. */
   private readonly nodeId = randomUUID();
   private readonly events = new EventEmitter();

@@ -92,7 +92,7 @@ export const SQLITE_FILE = 'switchyard.sqlite';
 const CHECKPOINT_EVERY_MS = 200;
 
 export class SqliteStore implements Store {
-  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true, parallelCommits: false };
+  readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true };
   private readonly events = new EventEmitter();
   private messages!: MessageQueries;
   private deliveries!: DeliveryQueries;
