@@ -90,6 +90,15 @@ export function timeParam(value: unknown, field: string): number | undefined {
   return ms;
 }
 
+/** Whether {@link timeParam} takes `value` as a time (absent is not one). */
+export function isTime(value: unknown): boolean {
+  try {
+    return timeParam(value, 'time') !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * How deep an admin body (or a CLI file) may nest, as a message may (see
  * `LIMITS.nestingDepth`): definitions, filters and settings need far less.

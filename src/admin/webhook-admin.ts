@@ -14,7 +14,7 @@ import { type WebhookOrdering, type WebhookSettings, parseWebhookSettings } from
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { DestinationRecord, Store } from '../store/store.js';
-import { optionalBoolean, refuseNul, rejectUnknownFields, requireObject } from './validate.js';
+import { isTime, optionalBoolean, refuseNul, rejectUnknownFields, requireObject } from './validate.js';
 
 /** What GET shows instead of the shared secret. Sending it back in a PUT keeps the stored secret. */
 export const MASKED_SECRET = '********';
@@ -204,11 +204,16 @@ function completeStandardWebhooks(input: unknown, previous: DestinationRecord | 
   if (!isJsonObject(input)) return input; // the parser names the problem
   rejectUnknownFields(input, ['secret', 'previousValidUntil'], 'settings.standardWebhooks');
   const secret = input['secret'];
-  if (input['previousValidUntil'] !== undefined && secret !== MASKED_STANDARD_SECRET) {
+  const shownUntil = input['previousValidUntil'];
+  if (shownUntil !== undefined && secret !== MASKED_STANDARD_SECRET) {
     throw new ApiError(
       'invalid_receivers',
       'settings.standardWebhooks.previousValidUntil is set by POST …/standard-webhooks/rotate; send it only beside the masked secret, as GET shows it',
     );
+  }
+  // Ignored, but it must still be what GET shows: a time, not anything at all.
+  if (shownUntil !== undefined && (typeof shownUntil !== 'string' || !isTime(shownUntil))) {
+    throw new ApiError('invalid_receivers', `settings.standardWebhooks.previousValidUntil must be an ISO-8601 time, as GET shows it (it is ignored: a rotation's end is set by rotating)`);
   }
   if (secret === undefined || secret === null) return { secret: newStandardSecret() };
   if (secret !== MASKED_STANDARD_SECRET) return { secret };

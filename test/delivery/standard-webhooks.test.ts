@@ -109,6 +109,17 @@ describe('Standard Webhooks signatures', () => {
       });
       assert.equal(withNewSecret.status, 400, 'a rotation\'s end is set by rotating, not by a PUT');
       assert.match(withNewSecret.body.error.message, /previousValidUntil/);
+      // Beside the mask it is ignored, but it must be a time, as GET shows it.
+      for (const odd of [42, 'soon', {}, '']) {
+        const bad = await sy.admin('PUT', route(), {
+          enabled: shown.enabled,
+          filters: shown.filters,
+          settings: { ...shown.settings, standardWebhooks: { ...shown.settings.standardWebhooks, previousValidUntil: odd } },
+        });
+        assert.equal(bad.status, 400, `previousValidUntil ${JSON.stringify(odd)}: ${JSON.stringify(bad.body)}`);
+        assert.match(bad.body.error.message, /previousValidUntil must be an ISO-8601 time/);
+      }
+      assert.equal((await sy.admin('GET', route())).body.settings.standardWebhooks.previousValidUntil, rotated.body.previousValidUntil, 'refused PUTs change nothing');
 
       const during = await sendAndReceive('m-standard-2');
       const signatures = String(during.headers['webhook-signature']).split(' ');
