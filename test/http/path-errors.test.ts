@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { shownPath } from '../../src/domain/shown-path.js';
+import net from 'node:net';
+import { originForm, shownPath } from '../../src/domain/shown-path.js';
 import { TEST_ADMIN_TOKEN, type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
 
 describe('paths the router refuses, and paths no route takes: answered in the API\'s own shape, never echoing a long path whole', () => {
@@ -45,6 +46,26 @@ describe('paths the router refuses, and paths no route takes: answered in the AP
     assert.equal(long.body.code, 'path_too_long');
   });
 
+  it('an absolute-form request target (GET http://host/admin/…): the shape of the API its path belongs to', async () => {
+    const raw = (target: string): Promise<{ status: number; body: any }> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(Number(new URL(sy.url).port), '127.0.0.1', () =>
+          socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_ADMIN_TOKEN}\r\nConnection: close\r\n\r\n`),
+        );
+        let data = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => (data += chunk));
+        socket.on('error', reject);
+        socket.on('end', () => resolve({ status: Number(data.split(' ')[1]), body: JSON.parse(data.slice(data.indexOf('\r\n\r\n') + 4)) }));
+      });
+    const admin = await raw('http://x/admin/v1/sources/%zz');
+    assert.equal(admin.status, 400);
+    assert.deepEqual(admin.body, { error: { code: 'invalid_path', message: 'the path /admin/v1/sources/%zz is not valid percent-encoding' } });
+    const tracking = await raw('http://x/v1/projects/%zz/settings');
+    assert.equal(tracking.status, 400);
+    assert.equal(tracking.body.code, 'invalid_path');
+  });
+
   it('a long path no route takes is named by its first 200 characters', async () => {
     const path = `/nowhere/${'z'.repeat(8_000)}`;
     const tracking = await get(path);
@@ -63,4 +84,13 @@ it('shownPath: no query, at most 200 characters and an ellipsis', () => {
   assert.equal(shownPath('/v1/x?writeKey=abc'), '/v1/x');
   assert.equal(shownPath(`/${'a'.repeat(199)}`), `/${'a'.repeat(199)}`);
   assert.equal(shownPath(`/${'a'.repeat(300)}?q`), `/${'a'.repeat(199)}…`);
+});
+
+it('originForm: the path of an absolute-form target, anything else unchanged', () => {
+  assert.equal(originForm('http://host:8080/admin/v1/x?y=1'), '/admin/v1/x?y=1');
+  assert.equal(originForm('HTTPS://h/v1/t'), '/v1/t');
+  assert.equal(originForm('http://host'), '/');
+  assert.equal(originForm('http://host?q'), '/?q');
+  assert.equal(originForm('/admin/v1/x'), '/admin/v1/x');
+  assert.equal(originForm('/v1/http://x/admin/'), '/v1/http://x/admin/');
 });
