@@ -8,8 +8,8 @@ import { anyOriginHeaders } from '../ingest/cors.js';
  * runs (a path that is not valid percent-encoding, a path parameter over
  * `maxParamLength`), answered in the shape of the API the path belongs to,
  * the admin API's under `/admin/` (in an absolute-form target too), the
- * Tracking API's (with its CORS headers) elsewhere. Fastify's own answer had a shape of its own and
- * repeated the whole path.
+ * Tracking API's (with its CORS headers) elsewhere. Fastify's own answer
+ * had a shape of its own and repeated the whole path.
  */
 export function answerPathError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const path = originForm(request.url);
