@@ -1,7 +1,6 @@
 import { type HeldReceiver, decideDelivery } from '../domain/delivery-decision.js';
 import { webhookBody } from '../domain/webhook-payload.js';
-import { dropsFields, fieldsToDrop, isExemptFromFilters, removePaths } from '../domain/destination-filters.js';
-import { isJsonObject } from '../domain/message.js';
+import { withoutDroppedFields } from '../domain/destination-filters.js';
 import type { StandardWebhooksSettings } from '../domain/standard-webhooks.js';
 import type { WebhookDestination, WebhookReceiver } from '../domain/webhook-settings.js';
 import type { ClaimedDelivery, DeliveryOutcome } from '../store/store.js';
@@ -148,16 +147,6 @@ interface Prepared {
   readonly standardWebhooks: StandardWebhooksSettings | undefined;
 }
 
-/** The body with the paths of matching `dropFields` filters removed; parsed only for destinations that have such filters. */
-function withoutDroppedFields(body: string, filters: Parameters<typeof fieldsToDrop>[0]): string {
-  const message: unknown = JSON.parse(body);
-  if (!isJsonObject(message) || isExemptFromFilters(message)) return body;
-  const paths = fieldsToDrop(filters, message);
-  if (paths.length === 0) return body;
-  removePaths(message, paths);
-  return JSON.stringify(message);
-}
-
 /** What to send and where, or why nothing can be sent. */
 function prepare(job: ClaimedDelivery, destination: WebhookDestination | undefined): Prepared | string {
   // A job outlives a change of settings: the destination is read as it is now.
@@ -165,10 +154,12 @@ function prepare(job: ClaimedDelivery, destination: WebhookDestination | undefin
   if (!destination.enabled) return 'the source\'s Webhooks destination is disabled; retry the delivery after enabling it';
   const settings = destination.check;
   if (!settings.ok) return `the Webhooks settings are invalid: ${settings.problem}`;
-  let body = webhookBody(job.body);
+  // A transformation's output goes as it returned it (compact JSON); a
+  // stored message as the webhook payload Segment's destination sends.
+  let body = job.transformed === true ? job.body : webhookBody(job.body);
   if (body === undefined) return 'the stored message is no longer readable (deleted or pruned)';
   const filters = settings.settings.filters;
-  if (filters !== undefined && dropsFields(filters)) body = withoutDroppedFields(body, filters);
+  if (filters !== undefined) body = withoutDroppedFields(body, filters);
   const receivers = settings.settings.webhooks;
   // Retry only the receivers still owed the message; if settings changed so
   // that none of them is configured any more, the current receivers get it.

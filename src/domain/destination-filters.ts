@@ -108,6 +108,26 @@ export function removePaths(message: JsonObject, paths: readonly string[]): void
   }
 }
 
+/**
+ * `body`, a message's JSON, without the paths of the `dropFields` filters
+ * that match it: `body` itself when no filter removes fields (the common
+ * case, not parsed), when none matches, or when the message is exempt.
+ */
+export function withoutDroppedFields(body: string, filters: readonly DestinationFilter[]): string {
+  if (!dropsFields(filters)) return body;
+  let message: unknown;
+  try {
+    message = JSON.parse(body);
+  } catch {
+    return body; // not JSON: whoever reads it says so
+  }
+  if (!isJsonObject(message) || isExemptFromFilters(message)) return body;
+  const paths = fieldsToDrop(filters, message);
+  if (paths.length === 0) return body;
+  removePaths(message, paths);
+  return JSON.stringify(message);
+}
+
 /** Messages filters never apply to: deletion notices and Engage's computed-trait and audience syncs. */
 export function isExemptFromFilters(message: JsonObject): boolean {
   if (message['type'] === 'delete') return true;

@@ -172,8 +172,13 @@ export interface ClaimedDelivery {
   readonly sourceId: string;
   readonly destination: DeliveryTarget;
   readonly messageSeq: number;
-  /** The stored message JSON. */
+  /** The stored message JSON, or the transformation's output (see `transformed`). */
   readonly body: string;
+  /**
+   * The body is a transformation's output, the delivery's own: sent as the
+   * transformation returned it, not as a stored message's webhook payload.
+   */
+  readonly transformed?: true | undefined;
   readonly attemptCount: number;
   /** When the first attempt was made, which starts the retry window; undefined before it. */
   readonly firstAttemptAt: number | undefined;

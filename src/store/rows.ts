@@ -91,12 +91,14 @@ export interface ClaimRow extends DeliveryRow {
   traceparent?: string | null;
   /** Why it must not be sent any more (see ClaimedDelivery.cancelled). */
   cancelled?: string | null;
+  /** The body is the delivery's own, a transformation's output (see ClaimedDelivery.transformed). */
+  transformed?: boolean;
 }
 
 /** The columns of a claimed row that {@link toClaimedDelivery} reads. */
 export type ClaimedRow = Pick<
   ClaimRow,
-  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id' | 'traceparent' | 'cancelled'
+  'id' | 'source_id' | 'destination' | 'message_seq' | 'body' | 'attempt_count' | 'first_attempt_at' | 'retry_urls' | 'created_at' | 'replay_id' | 'traceparent' | 'cancelled' | 'transformed'
 >;
 
 export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
@@ -106,6 +108,7 @@ export function toClaimedDelivery(row: ClaimedRow): ClaimedDelivery {
     destination: row.destination,
     messageSeq: row.message_seq,
     body: row.body ?? 'null',
+    ...(row.transformed === true && { transformed: true }),
     attemptCount: row.attempt_count,
     firstAttemptAt: row.first_attempt_at ?? undefined,
     retryUrls: row.retry_urls === null ? undefined : (JSON.parse(row.retry_urls) as string[]),

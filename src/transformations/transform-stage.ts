@@ -1,4 +1,5 @@
 import { type OrderPlace, deliveryScope, orderKeyOf } from '../domain/delivery-order.js';
+import { withoutDroppedFields } from '../domain/destination-filters.js';
 import type { Metrics } from '../metrics.js';
 import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -142,7 +143,12 @@ export class TransformStage {
         'switchyard.transformation.version': version.version,
       },
     });
-    const run = await this.runner.run(version, delivery.body, { sourceId: delivery.sourceId, sourceName: source?.name ?? '', messageId: delivery.messageId });
+    // The transformation sees the message as the destination's filters leave
+    // it: fields a `dropFields` filter removes (personal data, as a rule)
+    // must not reach its code, its logs or its output.
+    const filters = destination?.check.ok === true ? destination.check.settings.filters : undefined;
+    const input = filters === undefined ? delivery.body : withoutDroppedFields(delivery.body, filters);
+    const run = await this.runner.run(version, input, { sourceId: delivery.sourceId, sourceName: source?.name ?? '', messageId: delivery.messageId });
     if (span !== undefined) {
       span.setAttribute('switchyard.transformation.outcome', run.outcome.kind === 'error' ? (run.fault ?? 'error') : run.outcome.kind);
       if (run.outcome.kind === 'error') span.fail(run.outcome.error);

@@ -149,6 +149,32 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the transformation\'s isolate is in /metrics');
     });
 
+    it('sees the message as the destination\'s dropFields filters leave it, and its output is sent as returned', async () => {
+      const code = `export function transformEvent(event) {
+  log('sees email', String(event.properties.email));
+  return { version: 2, only: event.event, seenEmail: event.properties.email ?? null, properties: { tag: event.properties.tag } };
+}`;
+      const t = await sy.admin('POST', '/transformations', { name: 'as-returned', code });
+      assert.equal(t.status, 201, JSON.stringify(t.body));
+      const source = await sy.createSource('private');
+      const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, {
+        enabled: true,
+        settings: { webhooks: [{ url: receiver.url }], transformation: { id: t.body.id } },
+        filters: [{ title: 'no PII', action: { dropFields: ['properties.email'] } }],
+      });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      assert.equal((await track(source.writeKey, source.id, 'Signed Up', { email: 'secret@example.com' })).status, 200);
+      const request = await eventually(() => receiver.requests.find((r) => r.body.includes(`"tag":"${source.id}"`)));
+      // Exactly the compact JSON it returned: its own `version`, nothing added, and no email anywhere.
+      assert.equal(request.body, JSON.stringify({ version: 2, only: 'Signed Up', seenEmail: null, properties: { tag: source.id } }));
+      const [listed] = await eventually(async () => {
+        const all = await messages(source.id);
+        return all.length === 1 && all[0].transformation !== undefined ? all : undefined;
+      });
+      assert.deepEqual(listed.transformation.logs, ['sees email undefined']);
+      assert.doesNotMatch(JSON.stringify(listed.transformation), /secret@example\.com/);
+    });
+
     it('fails a throw, a timeout and a memory bomb on their own messages; others go on; a retry runs the version attached now', async () => {
       const t = await sy.admin('POST', '/transformations', { name: 'hostile', code: RESHAPE });
       const source = await sy.createSource('hostile');

@@ -49,7 +49,7 @@ export async function claimDeliveries(pool: pg.Pool, request: ClaimRequest): Pro
            UPDATE deliveries d SET lease_owner = $3, next_attempt_at = $4, updated_at = $1
            FROM due WHERE d.id = due.id
            RETURNING ${CLAIMED_COLUMNS}, d.body AS own_body)
-         SELECT leased.*, coalesce(leased.own_body, m.body) AS body, m.traceparent FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
+         SELECT leased.*, coalesce(leased.own_body, m.body) AS body, leased.own_body IS NOT NULL AS transformed, m.traceparent FROM leased LEFT JOIN messages m ON m.seq = leased.message_seq
          ORDER BY leased.id`,
         values: [request.now, request.limit, request.owner, request.now + request.leaseMs],
       });

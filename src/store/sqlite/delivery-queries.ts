@@ -32,6 +32,8 @@ type DueRow = [
   body: string | null,
   traceparent: string | null,
   cancelled: string | null,
+  /** 1 when the body is the delivery's own (a transformation's output). */
+  transformed: 0 | 1,
 ];
 
 /** The delivery queue: claims with leases, outcomes, and the admin views of it. */
@@ -60,7 +62,7 @@ export class DeliveryQueries {
     this.due = db.prepare<[number, number], DueRow>(`
       SELECT id, source_id, destination, message_seq, attempt_count, first_attempt_at, retry_urls, created_at, replay_id,
         coalesce(body, (SELECT body FROM messages WHERE seq = message_seq)) AS body,
-        (SELECT traceparent FROM messages WHERE seq = message_seq) AS traceparent, cancelled
+        (SELECT traceparent FROM messages WHERE seq = message_seq) AS traceparent, cancelled, body IS NOT NULL AS transformed
       FROM deliveries WHERE status = 'pending' AND next_attempt_at <= ?
       ORDER BY next_attempt_at LIMIT ?`).raw(true);
     // Leasing moves next_attempt_at to the lease's end: see the schema.
@@ -227,13 +229,14 @@ function messageKey(kind: 'm' | 'u', id: string): string {
 }
 
 function claimedDelivery(row: DueRow): ClaimedDelivery {
-  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body, traceparent, cancelled] = row;
+  const [id, sourceId, destination, messageSeq, attemptCount, firstAttemptAt, retryUrls, createdAt, replayId, body, traceparent, cancelled, transformed] = row;
   const job: ClaimedDelivery = {
     id,
     sourceId,
     destination,
     messageSeq,
     body: body ?? 'null',
+    ...(transformed === 1 && { transformed: true }),
     attemptCount,
     firstAttemptAt: firstAttemptAt ?? undefined,
     retryUrls: retryUrls === null ? undefined : (JSON.parse(retryUrls) as string[]),
