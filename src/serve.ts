@@ -20,6 +20,7 @@ import { startTracing } from './telemetry/start-tracing.js';
 import type { Tracing } from './telemetry/tracing.js';
 import { openStore } from './store/open-store.js';
 import type { Store } from './store/store.js';
+import { enableLinearRegExpFallback } from './util/regexp-fallback.js';
 
 /** What `startSwitchyard` throws when another `serve` holds the SQLite data folder (the CLI reports it in one line). */
 export { DataDirInUseError } from './store/sqlite/data-dir-lock.js';
@@ -90,6 +91,7 @@ const UNPROCESSED_POLL_MS = 200;
  * reads or writes the store, and lets it go when closed.
  */
 export async function startSwitchyard(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<RunningSwitchyard> {
+  enableLinearRegExpFallback();
   const lock: DataDirLock | undefined =
     config.databaseUrl === undefined && config.dataDir !== ':memory:' ? lockDataDir(config.dataDir) : undefined;
   let running: RunningSwitchyard;

@@ -16,6 +16,7 @@ import { InputFileError } from './input-file.js';
 import { REPLAY_USAGE, replayCommand } from './replay-commands.js';
 import { TRANSFORMATION_USAGE, transformationCommand } from './transformation-commands.js';
 import { TRACKING_PLAN_USAGE, trackingPlanCommand } from './tracking-plan-commands.js';
+import { enableLinearRegExpFallback } from '../util/regexp-fallback.js';
 
 const USAGE = `Usage: switchyard <command> [options]
 
@@ -143,6 +144,7 @@ function suggestion(command: string): string {
 }
 
 async function main(argv: string[]): Promise<void> {
+  enableLinearRegExpFallback(); // before any tracking plan is compiled (see the function)
   // The short forms every CLI user tries first.
   const expanded = argv.map((arg) => (arg === '-h' ? '--help' : arg === '-v' ? '--version' : arg));
   const { words, flags } = parseArgs(expanded, BOOLEAN_FLAGS);

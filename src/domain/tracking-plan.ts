@@ -128,8 +128,25 @@ class PlanCompiler {
   }
 }
 
+/**
+ * How ajv makes a plan's `pattern` and `patternProperties` regular
+ * expressions: without the `u` flag, unless the pattern needs it (a `\p{…}`
+ * or `\u{…}` escape, a character outside the BMP). V8 can then run one that
+ * backtracks too much on its linear-time engine, which takes no `u` (see
+ * `util/regexp-fallback.ts`): the save-time check cannot catch every
+ * pattern that backtracks badly. Without `u`, `.` and `[^…]` match one
+ * UTF-16 unit, so a character outside the BMP (an emoji) counts as two, as
+ * in JSON Schema validators that run patterns without it.
+ */
+const planPattern = Object.assign((pattern: string, flags: string): RegExp => new RegExp(pattern, NEEDS_UNICODE.test(pattern) ? flags : flags.replace('u', '')), {
+  code: 'switchyardPlanPattern',
+});
+
+/** What only the `u` flag reads as meant: Unicode property and code point escapes, surrogate pairs. */
+const NEEDS_UNICODE = /\\[pP]\{|\\u\{|[\uD800-\uDFFF]/;
+
 // strict off: Segment plans carry annotations (`id`, `labels`) ajv's strict mode refuses.
-const AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: true, addUsedSchema: false } as const;
+const AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: true, addUsedSchema: false, code: { regExp: planPattern } } as const;
 
 function withFormats(ajv: Ajv): Ajv {
   addFormats(ajv, { mode: 'fast' });

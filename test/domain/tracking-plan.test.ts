@@ -108,3 +108,28 @@ describe('tracking plan: checking a message', () => {
     assert.equal(((message['context'] as JsonObject)['violationErrors'] as unknown[]).length, 20);
   });
 });
+
+describe('plan patterns: without the u flag where they do not need it (so V8 can fall back to its linear engine), with it where they do', () => {
+  const check = (pattern: string, value: string): string => {
+    const plan = compileTrackingPlan('tp_u', 1, parseTrackingPlan({ events: { E: { properties: { type: 'object', properties: { v: { type: 'string', pattern } } } } }, controls: { violations: 'flag' } }));
+    return checkAgainstPlan(plan, { event: 'E', properties: { v: value } }, 'track').action;
+  };
+
+  it('runs a plain pattern as before', () => {
+    assert.equal(check('^[a-z]+-\\d{2}$', 'abc-12'), 'pass');
+    assert.equal(check('^[a-z]+-\\d{2}$', 'abc-1'), 'flag');
+  });
+
+  it('keeps u for Unicode property and code point escapes and characters outside the BMP', () => {
+    assert.equal(check('^\\p{Lu}\\p{Ll}+$', 'Élan'), 'pass');
+    assert.equal(check('^\\p{Lu}\\p{Ll}+$', 'élan'), 'flag');
+    assert.equal(check('^\\u{1F600}$', '\u{1F600}'), 'pass');
+    assert.equal(check('^😀+$', '😀😀'), 'pass');
+  });
+
+  it('counts a character outside the BMP as two in a pattern without u', () => {
+    assert.equal(check('^.{2}$', '😀'), 'pass');
+    assert.equal(check('^.$', '😀'), 'flag');
+  });
+});
+

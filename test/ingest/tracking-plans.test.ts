@@ -61,6 +61,24 @@ function planSuite(name: string, flags: () => Record<string, string>): void {
       assert.equal((await sy.admin('POST', '/sources/src_nope/tracking-plan', { events: {} })).status, 404);
     });
 
+    it('a pattern that backtracks catastrophically holds up neither its source nor any other, in processing or in a preview', async () => {
+      // Overlapping alternation under a quantifier: not a nested quantifier, so the save-time check lets it through.
+      const plan = { events: { Code: { properties: { type: 'object', properties: { code: { type: 'string', pattern: '^(\\w|\\d)+$' } } } } }, controls: { violations: 'flag' } };
+      const source = await sourceWith('redos', plan);
+      const other = await sourceWith('redos-other', { events: {} });
+      // 2^48 ways to fail: without the linear-time fallback this one message would hold the stage thread for days.
+      const poison = `${'1'.repeat(48)}!`;
+      assert.equal((await sy.send('/v1/track', source.writeKey, { userId: 'u1', event: 'Code', properties: { code: poison } })).status, 200);
+      assert.equal((await sy.send('/v1/track', other.writeKey, { userId: 'u2', event: 'Anything' })).status, 200);
+      const [flagged] = await eventually(() => (received('redos').length === 1 ? received('redos') : undefined), 30_000, 'the poisoned message, checked');
+      assert.match(JSON.stringify(flagged!['context'].violationErrors), /must match pattern/);
+      await eventually(() => (received('redos-other').length === 1 ? true : undefined), 30_000, 'the other source\'s message');
+      // The preview runs the plan on the server's main thread, over the stored message.
+      const preview = await sy.admin('POST', `/sources/${source.id}/tracking-plan/preview`, { plan, limit: 5 });
+      assert.equal(preview.status, 200, JSON.stringify(preview.body));
+      assert.equal((await fetch(`${sy.url}/healthz`)).status, 200);
+    });
+
     it('flag: delivered with context.trackingPlanId, trackingPlanVersion and violationErrors', async () => {
       const source = await sourceWith('flag', { events: { 'Order Completed': { properties: ORDER } }, controls: { violations: 'flag' } });
       assert.equal((await sy.send('/v1/track', source.writeKey, { userId: 'u1', event: 'Order Completed', properties: { revenue: 'ten' } })).status, 200);
