@@ -67,9 +67,9 @@ export function checkAgainstPlan(plan: CompiledPlan, message: JsonObject, type: 
     if (controls.unplannedProperties === 'omit' && known !== undefined && isJsonObject(value)) {
       for (const key of Object.keys(value)) if (!known.has(key)) delete value[key];
     }
-    if (!target.schema.validate(value)) collect(target.schema.validate.errors, `/${target.at}`, violations, omitted);
+    if (!validates(target.schema.validate, value, `/${target.at}`, violations)) collect(target.schema.validate.errors, `/${target.at}`, violations, omitted);
   }
-  if (plan.common !== undefined && !plan.common.validate(message)) collect(plan.common.validate.errors, '', violations, omitted);
+  if (plan.common !== undefined && !validates(plan.common.validate, message, '', violations)) collect(plan.common.validate.errors, '', violations, omitted);
   const schemaViolations = violations.length > 0 && violations.at(-1)!.type !== 'Unplanned-Event';
   if (schemaViolations && controls.violations !== 'allow') {
     if (controls.violations === 'block') block = true;
@@ -86,6 +86,21 @@ export function checkAgainstPlan(plan: CompiledPlan, message: JsonObject, type: 
   context['trackingPlanVersion'] = plan.version;
   context['violationErrors'] = shown;
   return { action: block ? 'block' : 'flag', violations: shown };
+}
+
+/**
+ * Runs one compiled schema. A schema can throw on some values although it
+ * compiled (a `$ref` cycle that recurses without consuming anything
+ * overflows the stack): the message then counts as violating, on its own,
+ * instead of the error failing every message processed with it.
+ */
+function validates(validate: CompiledSchema['validate'], value: unknown, at: string, violations: Violation[]): boolean {
+  try {
+    return validate(value);
+  } catch (error) {
+    violations.push({ type: 'Unknown-Violation', message: `the plan could not check this message: ${String((error as Error).message ?? error).slice(0, 200)}`, meta: { instancePath: at, schemaPath: '#' } });
+    return true; // nothing more to collect: ajv's errors belong to an earlier call
+  }
 }
 
 /** ajv's errors as violations (prefixing where in the message the schema applied), and the paths `omit` would delete. */

@@ -41,6 +41,12 @@ export const PLAN_BOUNDS = Object.freeze({
   /** Reported per message; the rest are dropped (the count says how many there were). */
   violationsPerMessage: 20,
   patternLength: 500,
+  /**
+   * `pattern`s and `patternProperties` keys in all. Each is compiled at save
+   * (on the request's thread) and tried on every value it applies to: 8,000
+   * took 15 s to compile, and 2,000 patternProperties ~0.4 s per message.
+   */
+  patterns: 500,
 });
 
 const DEFAULT_CONTROLS: PlanControls = { unplannedEvents: 'allow', violations: 'flag', unplannedProperties: 'allow' };
@@ -78,6 +84,8 @@ export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
     if (spec !== undefined && (!isJsonObject(spec) || Object.keys(spec).some((k) => k !== 'traits'))) throw invalid(`"${kind}" must be {"traits": schema}`);
   }
   const controls = parseControls(input['controls']);
+  const patterns = countPatterns(input);
+  if (patterns > PLAN_BOUNDS.patterns) throw invalid(`the plan has ${patterns} patterns (keywords "pattern" and "patternProperties"), over the ${PLAN_BOUNDS.patterns} a plan may have`);
   const plan = { ...input, events, controls } as TrackingPlanDefinition;
   const started = performance.now();
   const compiler = new PlanCompiler();
@@ -85,6 +93,24 @@ export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
   const took = performance.now() - started;
   if (took > PLAN_BOUNDS.compileMs) throw invalid(`the plan's schemas took ${Math.round(took)} ms to compile, over ${PLAN_BOUNDS.compileMs} ms`);
   return plan;
+}
+
+/** `pattern` strings and `patternProperties` keys anywhere in the plan; walked without recursion (a plan may nest deep). */
+function countPatterns(input: JsonObject): number {
+  let count = 0;
+  const stack: unknown[] = [input];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) for (const item of node) stack.push(item);
+    else if (isJsonObject(node)) {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'pattern' && typeof value === 'string') count++;
+        else if (key === 'patternProperties' && isJsonObject(value)) count += Object.keys(value).length;
+        stack.push(value);
+      }
+    }
+  }
+  return count;
 }
 
 function parseControls(value: unknown): PlanControls {

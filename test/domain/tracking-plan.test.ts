@@ -133,3 +133,25 @@ describe('plan patterns: without the u flag where they do not need it (so V8 can
   });
 });
 
+describe('plans that cost too much or cannot check every message', () => {
+  it('refuses more than PLAN_BOUNDS.patterns patterns in all, counting patternProperties keys', () => {
+    const keys = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`^k${i}_[a-z]+$`, { type: 'string' }]));
+    const plan = (n: number) => ({ events: { E: { properties: { type: 'object', patternProperties: keys(n), properties: { p: { type: 'string', pattern: '^x$' } } } } } });
+    assert.doesNotThrow(() => parseTrackingPlan(plan(PLAN_BOUNDS.patterns - 1)));
+    assert.throws(() => parseTrackingPlan(plan(PLAN_BOUNDS.patterns)), (error: unknown) => error instanceof TrackingPlanError && /501 patterns/.test(error.message));
+  });
+
+  it('a schema that throws on a value (a $ref cycle) makes that message a violation, not an error', () => {
+    const plan = compileTrackingPlan('tp_r', 1, parseTrackingPlan({
+      events: { R: { properties: { definitions: { a: { anyOf: [{ $ref: '#/definitions/a' }] } }, allOf: [{ $ref: '#/definitions/a' }] } } },
+      controls: { violations: 'block' },
+    }));
+    const verdict = checkAgainstPlan(plan, { event: 'R', properties: {} }, 'track');
+    assert.equal(verdict.action, 'block');
+    assert.equal(verdict.violations[0]!.type, 'Unknown-Violation');
+    assert.match(verdict.violations[0]!.message, /could not check this message/);
+    // Other events of the same plan are checked as usual.
+    assert.equal(checkAgainstPlan(plan, { event: 'Other', properties: {} }, 'track').action, 'pass');
+  });
+});
+
