@@ -17,7 +17,8 @@ export function draftPlan(observed: ObservedSchemaView, name: string): JsonObjec
   const plan: JsonObject = { name, events };
   for (const e of observed.events) {
     const complete = !e.pathsTruncated;
-    if (e.type === 'track' && e.event !== null) events[e.event] = { properties: schemaOfPaths(e.paths, e.count, complete) };
+    // defineProperty: an event named `__proto__` is a key like any other, not the object's prototype.
+    if (e.type === 'track' && e.event !== null) Object.defineProperty(events, e.event, { value: { properties: schemaOfPaths(e.paths, e.count, complete) }, enumerable: true, writable: true, configurable: true });
     else if ((e.type === 'identify' || e.type === 'group') && plan[e.type] === undefined) plan[e.type] = { traits: schemaOfPaths(e.paths, e.count, complete) };
   }
   plan['controls'] = { unplannedEvents: 'flag', violations: 'flag', unplannedProperties: 'allow' };

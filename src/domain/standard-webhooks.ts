@@ -29,7 +29,7 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 /** The HMAC key of a secret, or a problem naming `at`. */
 export function secretKey(secret: unknown, at: string): Uint8Array | string {
   if (typeof secret !== 'string' || !secret.startsWith(SECRET_PREFIX)) {
-    return `${at} must be a Standard Webhooks secret: "whsec_" followed by base64`;
+    return `${at} must be a Standard Webhooks secret: "whsec_" followed by base64 (to keep the stored one, send the mask GET shows, "${MASKED_STANDARD_SECRET}"; {} makes a new one)`;
   }
   const encoded = secret.slice(SECRET_PREFIX.length);
   if (encoded.length > 200 || !BASE64.test(encoded) || encoded.length % 4 !== 0) return `${at} must be "whsec_" followed by base64`;

@@ -120,6 +120,10 @@ describe('Standard Webhooks signatures', () => {
         assert.match(bad.body.error.message, /previousValidUntil must be an ISO-8601 time/);
       }
       assert.equal((await sy.admin('GET', route())).body.settings.standardWebhooks.previousValidUntil, rotated.body.previousValidUntil, 'refused PUTs change nothing');
+      // The shared secret's mask is not this secret's: the answer says which mask keeps it.
+      const sharedMask = await sy.admin('PUT', route(), { enabled: shown.enabled, filters: shown.filters, settings: { ...shown.settings, standardWebhooks: { secret: '********' } } });
+      assert.equal(sharedMask.status, 400);
+      assert.match(sharedMask.body.error.message, /send the mask GET shows, "whsec_\*{8}"/);
 
       const during = await sendAndReceive('m-standard-2');
       const signatures = String(during.headers['webhook-signature']).split(' ');
