@@ -26,6 +26,21 @@ export interface TestResult {
 /** Most sample events one test runs. */
 export const MAX_TEST_EVENTS = 100;
 
+/**
+ * Most output one test answers, in JSON characters: 100 events may each
+ * return up to 100 objects of 32 KB, and a 1 KB request made a 320 MB
+ * answer (and 2 GB of the server's memory to build it). Past it the events
+ * left are not run, and say so.
+ */
+export const MAX_TEST_OUTPUT_CHARS = 4 * 1024 * 1024;
+
+/**
+ * Tests that run at once on one server: each has an isolate of its own
+ * (up to the per-isolate memory limit) outside the total that live
+ * transformations share. Past it a test is refused `503 overloaded`.
+ */
+export const MAX_CONCURRENT_TESTS = 4;
+
 const view = (record: TransformationVersionRecord): TransformationView => ({
   id: record.id,
   name: record.name,
@@ -48,6 +63,8 @@ const listView = (record: TransformationRecord): Omit<TransformationView, 'code'
  * column), and is a new version.
  */
 export class TransformationAdmin {
+  private testsRunning = 0;
+
   constructor(
     private readonly store: Store,
     private readonly now: () => number,
@@ -125,18 +142,28 @@ export class TransformationAdmin {
       if (stored === undefined) throw notFound(body['id']);
       ({ code, id, version, name } = stored);
     }
+    if (this.testsRunning >= MAX_CONCURRENT_TESTS) {
+      throw new ApiError('overloaded', `${MAX_CONCURRENT_TESTS} transformation tests are running already; try again when one has ended`);
+    }
+    this.testsRunning += 1;
     // Its own isolate, disposed after: a test never shares one with live traffic.
     const runner = new TransformationRunner(this.limits, 1);
     const started = performance.now();
     try {
       const results: TestResult[] = [];
+      let outputChars = 0;
       for (const event of events) {
+        if (outputChars > MAX_TEST_OUTPUT_CHARS) {
+          results.push({ input: event, error: `not run: the outputs before it are over ${MAX_TEST_OUTPUT_CHARS / 1024 / 1024} MB, the most one test answers; test fewer events`, logs: [] });
+          continue;
+        }
         const messageId = typeof event['messageId'] === 'string' ? event['messageId'] : undefined;
         const run = await runner.run({ id, name, version, code }, JSON.stringify(event), { sourceId: 'test', sourceName: 'test', messageId });
         const { outcome } = run;
         if (outcome.kind === 'dropped') results.push({ input: event, dropped: true, logs: run.logs });
         else if (outcome.kind === 'error') results.push({ input: event, error: outcome.error, logs: run.logs });
         else {
+          for (const output of outcome.bodies) outputChars += output.length;
           const outputs = outcome.bodies.map((b) => JSON.parse(b) as unknown);
           results.push({ input: event, output: outputs.length === 1 ? outputs[0] : outputs, logs: run.logs });
         }
@@ -144,6 +171,7 @@ export class TransformationAdmin {
       return { results, durationMs: Math.round((performance.now() - started) * 100) / 100 };
     } finally {
       runner.dispose();
+      this.testsRunning -= 1;
     }
   }
 

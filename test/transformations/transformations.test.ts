@@ -149,6 +149,17 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the transformation\'s isolate is in /metrics');
     });
 
+    it('a test answers at most 4 MB of output: the events after it are not run, and say so', async () => {
+      // Each event: 50 objects of ~30 KB (within the per-object and per-message limits), ~1.5 MB.
+      const code = `export function transformEvent(event) { return Array.from({ length: 50 }, (_, i) => ({ i, pad: 'x'.repeat(30000) })); }`;
+      const events = Array.from({ length: 5 }, (_, i) => ({ type: 'track', event: `E${i}` }));
+      const tested = await sy.admin('POST', '/transformations/test', { code, events });
+      assert.equal(tested.status, 200, JSON.stringify(tested.body).slice(0, 300));
+      const results = tested.body.results as Array<{ output?: unknown[]; error?: string }>;
+      assert.deepEqual(results.map((r) => (r.output === undefined ? 'not run' : r.output.length)), [50, 50, 50, 'not run', 'not run']);
+      assert.match(results[3]!.error!, /over 4 MB, the most one test answers/);
+    });
+
     it('sees the message as the destination\'s dropFields filters leave it, and its output is sent as returned', async () => {
       const code = `export function transformEvent(event) {
   log('sees email', String(event.properties.email));
