@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { isJsonObject, type JsonObject } from './message.js';
-import { unsafePattern } from './safe-pattern.js';
+import { keepsUnicode, unsafePattern } from './safe-pattern.js';
 
 /**
  * Tracking plans (Segment Protocols, RudderStack tracking plans): JSON Schema
@@ -156,20 +156,16 @@ class PlanCompiler {
 
 /**
  * How ajv makes a plan's `pattern` and `patternProperties` regular
- * expressions: without the `u` flag, unless the pattern needs it (a `\p{…}`
- * or `\u{…}` escape, a character outside the BMP). V8 can then run one that
- * backtracks too much on its linear-time engine, which takes no `u` (see
- * `util/regexp-fallback.ts`): the save-time check cannot catch every
- * pattern that backtracks badly. Without `u`, `.` and `[^…]` match one
- * UTF-16 unit, so a character outside the BMP (an emoji) counts as two, as
- * in JSON Schema validators that run patterns without it.
+ * expressions: without the `u` flag unless the pattern needs it
+ * (`keepsUnicode`), so that V8 can run one that backtracks too much on its
+ * linear-time engine, which takes no `u` (see `util/regexp-fallback.ts` and
+ * `safe-pattern.ts`). Without `u`, `.` and `[^…]` match one UTF-16 unit, so
+ * a character outside the BMP (an emoji) counts as two, as in JSON Schema
+ * validators that run patterns without it.
  */
-const planPattern = Object.assign((pattern: string, flags: string): RegExp => new RegExp(pattern, NEEDS_UNICODE.test(pattern) ? flags : flags.replace('u', '')), {
+const planPattern = Object.assign((pattern: string, flags: string): RegExp => new RegExp(pattern, keepsUnicode(pattern) ? flags : flags.replace('u', '')), {
   code: 'switchyardPlanPattern',
 });
-
-/** What only the `u` flag reads as meant: Unicode property and code point escapes, surrogate pairs. */
-const NEEDS_UNICODE = /\\[pP]\{|\\u\{|[\uD800-\uDFFF]/;
 
 // strict off: Segment plans carry annotations (`id`, `labels`) ajv's strict mode refuses.
 const AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: true, addUsedSchema: false, code: { regExp: planPattern } } as const;

@@ -13,15 +13,23 @@ import v8 from 'node:v8';
  * backtracks badly.
  *
  * The linear engine takes no backreferences or lookarounds (the save-time
- * check refuses those) and no `u` flag, so plans compile their patterns
- * without it where they can (`domain/tracking-plan.ts`). A process-wide V8
- * flag, read when a regular expression runs, so worker threads have it too;
- * set once, before any plan is compiled, by `serve` and the CLI.
+ * check refuses those), no `u` flag (plans compile their patterns without
+ * it where they can, `domain/tracking-plan.ts`) and no count above 16; a
+ * pattern it cannot run must pass a stricter save-time rule instead
+ * (`runsLinear` in `domain/safe-pattern.ts`). A process-wide V8 flag, read
+ * when a regular expression runs, so worker threads have it too; set once,
+ * before any plan is compiled, by `serve` and the CLI.
  */
 export function enableLinearRegExpFallback(): void {
   if (enabled) return;
   v8.setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtracks');
+  // V8's default is 50,000 backtracks before the fallback: a 33 KB call of
+  // 1,500 short strings failing such a pattern then cost ~380 ms; at 1,000,
+  // ~35 ms. A regular expression that backtracks less never notices.
+  v8.setFlagsFromString(`--regexp-backtracks-before-fallback=${BACKTRACKS_BEFORE_FALLBACK}`);
   enabled = true;
 }
+
+const BACKTRACKS_BEFORE_FALLBACK = 1_000;
 
 let enabled = false;

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { JsonObject } from '../../src/domain/message.js';
-import { unsafePattern } from '../../src/domain/safe-pattern.js';
+import { keepsUnicode, runsLinear, unsafePattern } from '../../src/domain/safe-pattern.js';
 import { compileTrackingPlan, parseTrackingPlan, PLAN_BOUNDS, TrackingPlanError } from '../../src/domain/tracking-plan.js';
 import { checkAgainstPlan } from '../../src/domain/tracking-plan-check.js';
+import { enableLinearRegExpFallback } from '../../src/util/regexp-fallback.js';
+
+enableLinearRegExpFallback();
 
 const ORDER = { type: 'object', properties: { revenue: { type: 'number' }, currency: { type: 'string', pattern: '^[A-Z]{3}$' } }, required: ['revenue'] };
 
@@ -152,6 +155,49 @@ describe('plans that cost too much or cannot check every message', () => {
     assert.match(verdict.violations[0]!.message, /could not check this message/);
     // Other events of the same plan are checked as usual.
     assert.equal(checkAgainstPlan(plan, { event: 'Other', properties: {} }, 'track').action, 'pass');
+  });
+});
+
+describe('patterns V8\'s linear-time engine cannot take over must be plainly linear', () => {
+  it('refuses lookarounds and backreferences', () => {
+    for (const pattern of ['^(?=1)\\d+$', '^\\d+(?!x)$', '(?<=a)b', '(?<!a)b', '(a)\\1', '(?<n>a)\\k<n>']) {
+      assert.match(unsafePattern(pattern) ?? 'accepted', /lookaround or a backreference/, pattern);
+    }
+  });
+
+  it('knows which patterns the linear engine runs: no u needed, no count above 16', () => {
+    assert.equal(runsLinear('^(\\w|\\d)+$'), true);
+    assert.equal(runsLinear('^[A-Z]{3}-\\d{2,}$'), true);
+    assert.equal(runsLinear('^.{1,16}$'), true);
+    for (const pattern of ['^.{1,255}$', '^a{17}$', '^a{17,}$', '^a{0,100}$', '^\\p{L}+$', '^\\u{61}+$', '^\\uD83D\\uDE00$', '^😀$']) assert.equal(runsLinear(pattern), false, pattern);
+  });
+
+  it('with the u flag or a large count: no quantified group, and one unbounded repetition at most', () => {
+    // The review's bypasses of the fallback: each ran past 20 s on 35 characters.
+    for (const pattern of ['^(\\w|\\d){1,100}$', '^(\\w|\\d)+a{0,17}$', '^(\\w|\\d)+$|\\u{61}', '^(\\w|\\d)+$|\\p{L}', '^\\d*\\d*x.{0,20}$']) {
+      assert.notEqual(unsafePattern(pattern), undefined, pattern);
+    }
+    // Common plan patterns stay accepted.
+    for (const pattern of ['^.{1,255}$', '^\\p{Lu}\\p{Ll}+$', '^[A-Z]{3}$', '^\\d{4}-\\d{2}-\\d{2}$', '^[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}$', '^(en|fr|de)(-[A-Z]{2})?$', '^[\\uD83D\\uDE00-\\uD83D\\uDE4F]+$']) {
+      assert.equal(unsafePattern(pattern), undefined, pattern);
+    }
+  });
+
+  it('keeps u for surrogates written as escapes: a stored plan with an emoji range still compiles and means the same', () => {
+    assert.equal(keepsUnicode('^[\\uD83D\\uDE00-\\uD83D\\uDE4F]+$'), true);
+    const plan = compileTrackingPlan('tp_e', 1, parseTrackingPlan({ events: { E: { properties: { type: 'object', properties: { v: { type: 'string', pattern: '^[\\uD83D\\uDE00-\\uD83D\\uDE4F]+$' } } } } }, controls: { violations: 'flag' } }));
+    assert.equal(checkAgainstPlan(plan, { event: 'E', properties: { v: '😀🙏' } }, 'track').action, 'pass');
+    assert.equal(checkAgainstPlan(plan, { event: 'E', properties: { v: 'a' } }, 'track').action, 'flag');
+  });
+
+  it('every accepted pattern answers at once on a value made to make it backtrack', () => {
+    const value = `${'1'.repeat(40)}!`;
+    for (const pattern of ['^(\\w|\\d)+$', '^(a|a)*$', '^\\d*\\d*\\d*\\d*\\d*\\d*x$', '^(\\d|\\w)+(\\d|1)+$']) {
+      if (unsafePattern(pattern) !== undefined) continue; // refused at save: never runs
+      const plan = compileTrackingPlan('tp_b', 1, parseTrackingPlan({ events: { E: { properties: { type: 'object', properties: { v: { type: 'string', pattern } } } } } }));
+      // Without the fallback (set by startSwitchyard; here by the import below) this would not return for hours.
+      assert.equal(checkAgainstPlan(plan, { event: 'E', properties: { v: value } }, 'track').action, 'flag', pattern);
+    }
   });
 });
 
