@@ -68,7 +68,11 @@ export async function runRound(job: ClaimedDelivery, ctx: RoundContext): Promise
   if (prepared.standardWebhooks !== undefined) {
     // Opt-in, so only these destinations pay for reading the messageId back out of the body.
     const messageId = (JSON.parse(prepared.body) as { messageId?: unknown }).messageId;
-    Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, typeof messageId === 'string' ? messageId : undefined, prepared.body, signedAt));
+    // A body without one (a transformation's output may leave it out) is
+    // told apart by its delivery, the same on every retry: one id for all
+    // such bodies would make a receiver that skips repeated ids drop them.
+    const id = typeof messageId === 'string' ? messageId : `sy_d${job.id}`;
+    Object.assign(headers, standardWebhookHeaders(prepared.standardWebhooks, id, prepared.body, signedAt));
   }
 
   const outcomes = await Promise.all(prepared.targets.map((receiver) => sendTo(job, receiver, prepared.body, headers, ctx)));

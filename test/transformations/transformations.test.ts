@@ -149,6 +149,24 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.ok(heap !== null && Number(heap[1]) > 0, 'the heap of the transformation\'s isolate is in /metrics');
     });
 
+    it('outputs without a messageId get a webhook-id of their own delivery, not one shared by all', async () => {
+      const t = await sy.admin('POST', '/transformations', { name: 'no-id', code: 'export function transformEvent(event) { return { only: event.event, properties: event.properties }; }' });
+      const source = await sy.createSource('no-id');
+      const put = await sy.admin('PUT', `/sources/${source.id}/destinations/webhooks`, {
+        enabled: true,
+        settings: { webhooks: [{ url: receiver.url }], transformation: { id: t.body.id }, standardWebhooks: {} },
+      });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      for (const event of ['A', 'B']) assert.equal((await track(source.writeKey, source.id, event)).status, 200);
+      const requests = await eventually(() => {
+        const got = receiver.requests.filter((r) => r.body.includes(`"tag":"${source.id}"`));
+        return got.length === 2 ? got : undefined;
+      });
+      const ids = requests.map((r) => String(r.headers['webhook-id']));
+      assert.ok(ids.every((id) => /^sy_d\d+$/.test(id)), ids.join(' '));
+      assert.notEqual(ids[0], ids[1]);
+    });
+
     it('a test answers at most 4 MB of output: the events after it are not run, and say so', async () => {
       // Each event: 50 objects of ~30 KB (within the per-object and per-message limits), ~1.5 MB.
       const code = `export function transformEvent(event) { return Array.from({ length: 50 }, (_, i) => ({ i, pad: 'x'.repeat(30000) })); }`;
