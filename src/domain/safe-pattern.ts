@@ -81,7 +81,7 @@ export function unsafePattern(pattern: string): string | undefined {
  * count above 16.
  */
 export function runsLinear(pattern: string): boolean {
-  return !keepsUnicode(pattern) && !LARGE_COUNT.test(pattern);
+  return !keepsUnicode(pattern) && !hasLargeCount(pattern);
 }
 
 /**
@@ -105,21 +105,32 @@ const NEEDS_UNICODE = /\\[pP]\{|\\u\{|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\uD800-\u
 /** `(?=`, `(?!`, `(?<=`, `(?<!`, `\1`…`\9`, `\k<name>`. */
 const LOOKAROUND_OR_BACKREFERENCE = /\(\?<?[=!]|\\[1-9]|\\k</;
 
-/** A count over 16 (`{17}`, `{1,100}`, `{17,}`): V8's linear-time engine refuses those. */
-const LARGE_COUNT = /\{(?:\d*[2-9]\d|\d*1[7-9]|\d{3,})(?:,\d*)?\}|\{\d+,(?:\d*[2-9]\d|\d*1[7-9]|\d{3,})\}/;
+/** The most a quantifier of the linear-time engine may count: it refuses `{17}`, `{1,100}`, `{17,}`. */
+const LINEAR_MAX_COUNT = 16;
 
-/** `{n,}` or `{n,m}` with m above 1 at `i` (a `{` that is not a quantifier is a literal). */
-function isUnboundedOrMany(pattern: string, i: number): boolean {
-  const match = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(i, i + 24));
-  if (match === null) return false;
-  if (match[2] === undefined) return Number(match[1]) > 1;
-  return match[3] === '' || Number(match[3]) > 1;
+/** Whether any `{n}`, `{n,m}` or `{n,}` in the pattern counts above {@link LINEAR_MAX_COUNT}. */
+function hasLargeCount(pattern: string): boolean {
+  for (const match of pattern.matchAll(/\{\d+(?:,\d*)?\}/g)) {
+    const { min, max } = countAt(pattern, match.index)!;
+    if (min > LINEAR_MAX_COUNT || (max !== Infinity && max > LINEAR_MAX_COUNT)) return true;
+  }
+  return false;
 }
 
-/** `{n,}`, or a count above 16, at `i`: a repetition without a small bound. */
-function isUnboundedOrLarge(pattern: string, i: number): boolean {
+/** The bounds of a `{n}`, `{n,m}` or `{n,}` quantifier at `i`, or undefined (a `{` that is not one is a literal). */
+function countAt(pattern: string, i: number): { readonly min: number; readonly max: number } | undefined {
   const match = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(i, i + 24));
-  if (match === null) return false;
-  if (match[2] === undefined) return Number(match[1]) > 16;
-  return match[3] === '' || Number(match[3]) > 16;
+  if (match === null) return undefined;
+  const min = Number(match[1]);
+  return { min, max: match[2] === undefined ? min : match[3] === '' ? Infinity : Number(match[3]) };
+}
+
+/** `{n,}` or `{n,m}` with m above 1 at `i`: a repetition. */
+function isUnboundedOrMany(pattern: string, i: number): boolean {
+  return (countAt(pattern, i)?.max ?? 0) > 1;
+}
+
+/** `{n,}`, or a count above {@link LINEAR_MAX_COUNT}, at `i`: a repetition without a small bound. */
+function isUnboundedOrLarge(pattern: string, i: number): boolean {
+  return (countAt(pattern, i)?.max ?? 0) > LINEAR_MAX_COUNT;
 }
