@@ -8,6 +8,7 @@ export const ERROR_CODES = {
   body_not_object: 400,
   body_too_large: 400,
   batch_element_too_large: 400,
+  batch_too_large: 400,
   too_many_batch_elements: 400,
   invalid_batch: 400,
   invalid_encoding: 400,

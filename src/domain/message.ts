@@ -42,6 +42,13 @@ export const LIMITS = Object.freeze({
   batchBytes: 500 * 1024,
   batchElementBytes: 32 * 1024,
   batchElements: 2_500,
+  /**
+   * A batch's messages as stored, with the batch's `context` and
+   * `integrations` copied into each: the body plus one copy of them per
+   * element. Without it a small batch with a large shared `context` is
+   * stored many times over (30 KB × 2,500 elements from a 136 KB body).
+   */
+  batchStoredBytes: 1024 * 1024,
   /** Deeper values are rejected so that every stored message can be serialized safely. */
   nestingDepth: 64,
 });

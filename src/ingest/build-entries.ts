@@ -55,13 +55,20 @@ export function checkBatch(body: JsonObject, bodyBytes: number, text: string | u
   }
   const tooDeep = clearBatchEnvelope(body);
   if (tooDeep !== undefined) throw new ApiError('invalid_batch', `the batch's "${tooDeep}" nests deeper than ${LIMITS.nestingDepth} levels`);
+  const envelope = envelopeBytes(body);
+  if (envelope > 0 && bodyBytes + elements.length * envelope > LIMITS.batchStoredBytes) {
+    throw new ApiError(
+      'batch_too_large',
+      `the batch's context and integrations (${envelope} bytes) are copied into each of its ${elements.length} messages, over ${LIMITS.batchStoredBytes / 1024} KB stored in all: send them in smaller batches, or in the messages that need them`,
+    );
+  }
   // None can be over the limit when the whole body is under it. The limit
   // applies to the message as stored, which adds to the element what
   // processing fills in (messageId, timestamps, the batch's context): that
   // margin is counted against the element first, and only an element it
   // puts over the limit is prepared as processing will to measure it exactly.
   if (bodyBytes > LIMITS.batchElementBytes - STORED_MARGIN_BYTES) {
-    const shared = JSON.stringify(body['context'] ?? null).length + JSON.stringify(body['integrations'] ?? null).length + STORED_MARGIN_BYTES;
+    const shared = envelope + STORED_MARGIN_BYTES;
     // A bound read off the text spares serializing every element of a large
     // batch of small ones; only when it allows an element over the limit is
     // each element measured exactly.
@@ -92,6 +99,16 @@ function clearBatchEnvelope(body: JsonObject): 'context' | 'integrations' | unde
     if (sanitizeJson(body[key], LIMITS.nestingDepth - 1).tooDeep) return key;
   }
   return undefined;
+}
+
+/** The UTF-8 bytes of the batch's `context` and `integrations` as JSON, which processing copies into every element (0 when it has neither). */
+function envelopeBytes(body: JsonObject): number {
+  let bytes = 0;
+  for (const key of ['context', 'integrations'] as const) {
+    const value = body[key];
+    if (value !== undefined) bytes += Buffer.byteLength(JSON.stringify(value) ?? '');
+  }
+  return bytes;
 }
 
 /** What the size of a batch element as stored depends on besides the body. */

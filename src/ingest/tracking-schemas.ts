@@ -71,7 +71,7 @@ export function batchSchema(path: string): DocumentedSchema {
       required: ['batch'],
     },
     'x-responses': success,
-    'x-errors': [...ERRORS, 'batch_element_too_large', 'too_many_batch_elements', 'invalid_batch'],
+    'x-errors': [...ERRORS, 'batch_element_too_large', 'batch_too_large', 'too_many_batch_elements', 'invalid_batch'],
   };
 }
 
@@ -127,6 +127,6 @@ export const BROWSER_SCHEMAS = {
     querystring: writeKeyQuery,
     'x-body': batchSchema('batch')['x-body'],
     'x-responses': success,
-    'x-errors': [...ERRORS, 'batch_element_too_large', 'too_many_batch_elements', 'invalid_batch'],
+    'x-errors': [...ERRORS, 'batch_element_too_large', 'batch_too_large', 'too_many_batch_elements', 'invalid_batch'],
   },
 } satisfies Record<string, DocumentedSchema>;

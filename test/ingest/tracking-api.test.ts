@@ -249,6 +249,34 @@ describe('Tracking API', () => {
     assert.equal(((await response.json()) as any).code, 'body_too_large');
   });
 
+  it("counts the batch's context and integrations once per element against 1 MB stored, so a small body cannot be stored many times over", async () => {
+    const pad = (bytes: number) => 'x'.repeat(bytes);
+    const before = (await stored(source.id, 5_000)).length;
+    // 2,400 tiny elements under a 30 KB context: ~150 KB as sent (a few KB gzipped), ~74 MB once each element had its copy.
+    const amplifying = JSON.stringify({ context: { pad: pad(30 * 1024) }, batch: Array.from({ length: 2_400 }, (_, i) => ({ type: 'track', userId: 'u', event: 'E', messageId: `amp-${i}` })) });
+    const gzipped = gzipSync(Buffer.from(amplifying));
+    assert.ok(gzipped.length < 16 * 1024, `${gzipped.length} bytes on the wire`);
+    const response = await raw('/v1/batch', { headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipped });
+    assert.equal(response.status, 400);
+    const json = (await response.json()) as any;
+    assert.equal(json.code, 'batch_too_large');
+    assert.match(json.message, /each of its 2400 messages, over 1024 KB/);
+    // integrations count as context does.
+    const byIntegrations = await sy.send('/v1/batch', source.writeKey, { integrations: { pad: pad(8 * 1024) }, batch: Array.from({ length: 200 }, () => ({ type: 'track', userId: 'u', event: 'E' })) });
+    assert.deepEqual([byIntegrations.status, byIntegrations.body.code], [400, 'batch_too_large']);
+
+    // Under the bound a shared context still goes into every element.
+    const shared = await sy.send('/v1/batch', source.writeKey, { context: { pad: pad(4 * 1024) }, batch: Array.from({ length: 200 }, (_, i) => ({ type: 'track', userId: 'u', event: 'E', messageId: `shared-${i}` })) });
+    assert.equal(shared.status, 200);
+    await sy.processed();
+    const after = await stored(source.id, 5_000);
+    assert.equal(after.filter((m) => String(m.messageId).startsWith('amp-')).length, 0, 'nothing of the refused batch is stored');
+    const sharedMessages = after.filter((m) => String(m.messageId).startsWith('shared-'));
+    assert.equal(sharedMessages.length, 200);
+    assert.ok(sharedMessages.every((m) => m.status === 'accepted' && JSON.parse(m.body).context.pad.length === 4 * 1024));
+    assert.equal(after.length, before + 200);
+  });
+
   it('answers CORS preflights for any origin', async () => {
     const response = await fetch(`${sy.url}/v1/t`, {
       method: 'OPTIONS',
