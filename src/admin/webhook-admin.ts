@@ -10,7 +10,7 @@ import {
 } from '../domain/standard-webhooks.js';
 import { ConditionError } from '../domain/conditions.js';
 import { type DestinationFilter, parseFilters } from '../domain/destination-filters.js';
-import { type WebhookOrdering, type WebhookSettings, parseWebhookSettings } from '../domain/webhook-settings.js';
+import { type WebhookOrdering, type WebhookSettings, keepMaskedHeaders, maskReceivers, parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { DestinationRecord, Store } from '../store/store.js';
@@ -82,6 +82,13 @@ export class WebhookAdmin {
       // A GET, edited and PUT back, carries the mask: keep the secret it stands for.
       const kept = isJsonObject(previous?.settings) ? previous.settings['sharedSecret'] : undefined;
       rawSettings = { ...rawSettings, sharedSecret: typeof kept === 'string' ? kept : undefined };
+    }
+    if (isJsonObject(rawSettings) && Array.isArray(rawSettings['webhooks'])) {
+      // Credential-looking static headers read back as the mask: keep what they stand for.
+      const storedReceivers = isJsonObject(previous?.settings) ? parseWebhookSettings(previous.settings) : undefined;
+      const kept = keepMaskedHeaders(rawSettings['webhooks'], storedReceivers?.ok === true ? storedReceivers.settings.webhooks : []);
+      if (!kept.ok) throw new ApiError('invalid_receivers', kept.problem);
+      rawSettings = { ...rawSettings, webhooks: kept.webhooks };
     }
     if (isJsonObject(rawSettings) && rawSettings['filters'] !== undefined) {
       throw new ApiError('invalid_filter', 'settings.filters: filters go beside settings, as "filters"');
@@ -234,7 +241,7 @@ export function viewWebhooks(destination: DestinationRecord, now: number = Date.
     sourceId: destination.sourceId,
     enabled: destination.enabled,
     settings: {
-      webhooks: settings.webhooks,
+      webhooks: maskReceivers(settings.webhooks),
       ...(settings.sharedSecret !== undefined && { sharedSecret: MASKED_SECRET }),
       ...(standard !== undefined && {
         standardWebhooks: {

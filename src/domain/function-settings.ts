@@ -77,15 +77,33 @@ export function mergeSettings(previous: JsonObject, sent: JsonObject): JsonObjec
  * longest first, each with the spellings it takes on the way to the attempt
  * log: JSON-escaped (a logged object), percent-encoded and as a parsed URL's
  * `href` (a fetched URL). What the attempt log replaces with the mask
- * wherever the function's logs, errors or fetched URLs contain them.
+ * wherever the function's logs, errors or fetched URLs contain them. A
+ * secret-looking key whose value is an object or an array (read back as
+ * one mask) has each of its strings, at any depth, taken as a secret.
  */
 export function secretValues(settings: JsonObject): string[] {
   const found = new Set<string>();
   for (const [key, value] of Object.entries(settings)) {
-    if (!isSecretSettingKey(key) || typeof value !== 'string' || value.length < 4) continue;
-    for (const spelling of spellings(value)) if (spelling.length >= 4) found.add(spelling);
+    if (!isSecretSettingKey(key)) continue;
+    for (const secret of stringsIn(value)) {
+      if (secret.length < 4) continue;
+      for (const spelling of spellings(secret)) if (spelling.length >= 4) found.add(spelling);
+    }
   }
   return [...found].sort((a, b) => b.length - a.length);
+}
+
+/** Every string in a JSON value, at any depth (iterative: settings are at most 64 KB, but may nest deep). */
+function stringsIn(value: unknown): string[] {
+  const out: string[] = [];
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next === 'string') out.push(next);
+    else if (Array.isArray(next)) pending.push(...(next as unknown[]));
+    else if (isJsonObject(next)) pending.push(...Object.values(next));
+  }
+  return out;
 }
 
 function spellings(secret: string): string[] {

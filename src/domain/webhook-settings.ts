@@ -1,6 +1,6 @@
 import { ConditionError } from './conditions.js';
 import { type DestinationFilter, parseFilters } from './destination-filters.js';
-import { isJsonObject } from './message.js';
+import { type JsonObject, isJsonObject } from './message.js';
 import { type StandardWebhooksSettings, parseStandardWebhooks } from './standard-webhooks.js';
 
 /**
@@ -261,4 +261,73 @@ function parseHeaders(value: unknown, at: string): Record<string, string> | stri
 
 function problem(text: string): SettingsCheck {
   return { ok: false, problem: text };
+}
+
+/** What a read shows instead of a credential-looking static header's value; sending it back keeps the stored value. */
+export const MASKED_HEADER = '********';
+
+/** A static header whose name looks like it carries a credential (`Authorization`, `X-Api-Key`, `Cookie`, …). */
+const SECRET_HEADER = /auth|key|secret|token|password|cookie|signature|credential/i;
+
+export function isSecretHeader(name: string): boolean {
+  return SECRET_HEADER.test(name);
+}
+
+/** The receivers as a read shows them: each credential-looking static header's value masked. */
+export function maskReceivers(webhooks: readonly WebhookReceiver[]): WebhookReceiver[] {
+  return webhooks.map((receiver) => {
+    const names = Object.keys(receiver.headers);
+    if (!names.some(isSecretHeader)) return receiver;
+    const headers: Record<string, string> = {};
+    for (const name of names) headers[name] = isSecretHeader(name) ? MASKED_HEADER : receiver.headers[name]!;
+    return { ...receiver, headers };
+  });
+}
+
+/**
+ * The receivers of a PUT (as sent, not yet checked) with every
+ * credential-looking header that carries the mask given back the value
+ * stored for that header of the receiver with the same URL: a read, edited
+ * and sent back, keeps its credentials. A string is the problem when a mask
+ * has no stored value to keep (a new receiver, a changed URL or a new
+ * header): the value must be sent.
+ */
+export function keepMaskedHeaders(sent: unknown, stored: readonly WebhookReceiver[]): { readonly ok: true; readonly webhooks: unknown } | { readonly ok: false; readonly problem: string } {
+  if (!Array.isArray(sent)) return { ok: true, webhooks: sent };
+  const byUrl = new Map(stored.map((receiver) => [receiver.url, receiver]));
+  let problem: string | undefined;
+  const kept = sent.map((entry: unknown, index) => {
+    if (problem !== undefined || !isJsonObject(entry) || !isJsonObject(entry['headers'])) return entry;
+    const sentHeaders = entry['headers'];
+    const masked = Object.keys(sentHeaders).filter((name) => sentHeaders[name] === MASKED_HEADER && isSecretHeader(name));
+    if (masked.length === 0) return entry;
+    const previous = byUrl.get(normalizedUrl(entry['url']) ?? '');
+    const headers: JsonObject = { ...sentHeaders };
+    for (const name of masked) {
+      const value = previous === undefined ? undefined : storedHeader(previous, name);
+      if (value === undefined) {
+        problem = `settings.webhooks[${index}].headers: "${name.slice(0, 60)}" is the mask ${MASKED_HEADER}, but this receiver has no stored value for it to keep; send the value`;
+        return entry;
+      }
+      headers[name] = value;
+    }
+    return { ...entry, headers };
+  });
+  return problem === undefined ? { ok: true, webhooks: kept } : { ok: false, problem };
+}
+
+function normalizedUrl(url: unknown): string | undefined {
+  if (typeof url !== 'string') return undefined;
+  try {
+    return new URL(url).href;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A stored header's value by name, in any letter case (header names are case-insensitive). */
+function storedHeader(receiver: WebhookReceiver, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  for (const [stored, value] of Object.entries(receiver.headers)) if (stored.toLowerCase() === lower) return value;
+  return undefined;
 }

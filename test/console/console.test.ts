@@ -99,13 +99,16 @@ describeBrowser('the web console in Chromium', () => {
     await page.getByRole('button', { name: 'Add a header to receiver 1' }).click();
     await page.getByLabel('Header name').fill('X-Team');
     await page.getByLabel('Value').fill('console');
+    await page.getByRole('button', { name: 'Add a header to receiver 1' }).click();
+    await page.getByLabel('Header name').nth(1).fill('Authorization');
+    await page.getByLabel('Value').nth(1).fill('Bearer from-the-console');
     await page.getByLabel(/Shared secret/).fill('s3cret-from-the-console');
     await page.getByRole('button', { name: 'Save destination' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
     assert.equal(await page.getByLabel(/Shared secret/).inputValue(), '', 'the secret is not shown back');
     assert.equal(await page.getByRole('alert').count(), 0, 'no error is left on the page once saved');
     const stored = await sy.admin('GET', `/sources/${source.id}/destinations/webhooks`);
-    assert.deepEqual(stored.body.settings.webhooks, [{ url: receiver.url, headers: { 'X-Team': 'console' } }]);
+    assert.deepEqual(stored.body.settings.webhooks, [{ url: receiver.url, headers: { 'X-Team': 'console', Authorization: '********' } }]);
     assert.equal(stored.body.settings.sharedSecret, '********');
 
     // Saving again without retyping the secret keeps it.
@@ -120,8 +123,20 @@ describeBrowser('the web console in Chromium', () => {
     const test = receiver.requests.at(-1)!;
     assert.equal(JSON.parse(test.body).event, 'Switchyard Test Message');
     assert.equal(test.headers['x-team'], 'console');
+    assert.equal(test.headers['authorization'], 'Bearer from-the-console');
     assert.ok(typeof test.headers['x-signature'] === 'string', 'the test message is signed with the kept secret');
     receiver.reply = () => ({ status: 200 });
+
+    // Read back, the credential header shows its mask; saved as it is, the stored value is kept.
+    await page.reload();
+    await page.getByRole('button', { name: 'Save destination' }).waitFor();
+    assert.equal(await page.getByLabel('Value').nth(1).inputValue(), '********');
+    assert.ok(!(await page.content()).includes('from-the-console'), 'the header value is not in the page');
+    await page.getByText(/shown as \*{8}: left as it is, the stored value/).waitFor();
+    await page.getByRole('button', { name: 'Save destination' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+    const kept = (await sy.store.getDestination(source.id, 'webhooks'))!.settings as any;
+    assert.deepEqual(kept.webhooks[0].headers, { 'X-Team': 'console', Authorization: 'Bearer from-the-console' });
     await assertAccessible(page, 'the webhooks page');
     await screenshot(page, 'webhooks');
   });

@@ -53,9 +53,11 @@ describe('CLI: webhooks and deliveries', () => {
     const set = await cli(['webhooks', 'set', sourceId, '--url', receiver.url, '--url=http://127.0.0.1:9/second', '--header', 'X-Key=a=b', '--secret', 'cli-secret', ...store()], allow);
     assert.equal(set.code, 0, set.stderr);
     assert.deepEqual(set.json.settings, {
-      webhooks: [{ url: receiver.url, headers: { 'X-Key': 'a=b' } }, { url: 'http://127.0.0.1:9/second', headers: { 'X-Key': 'a=b' } }],
+      // X-Key is named like a credential: shown masked, as the secret is.
+      webhooks: [{ url: receiver.url, headers: { 'X-Key': '********' } }, { url: 'http://127.0.0.1:9/second', headers: { 'X-Key': '********' } }],
       sharedSecret: '********',
     });
+    assert.deepEqual(((await sy.store.getDestination(sourceId, 'webhooks'))!.settings as any).webhooks[0].headers, { 'X-Key': 'a=b' });
     const got = await cli(['webhooks', 'get', sourceId, ...store()]);
     assert.equal(got.code, 0, got.stderr);
     assert.equal(got.json.enabled, true);
@@ -75,6 +77,7 @@ describe('CLI: webhooks and deliveries', () => {
     const noUrl = await cli(['webhooks', 'set', sourceId, ...store()], allow);
     assert.equal(noUrl.code, 0, noUrl.stderr);
     assert.equal(noUrl.json.settings.webhooks.length, 2);
+    assert.deepEqual(((await sy.store.getDestination(sourceId, 'webhooks'))!.settings as any).webhooks[1].headers, { 'X-Key': 'a=b' }, 'the masked header is kept');
     const unknown = await cli(['webhooks', 'get', 'src_nope', ...store()]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no source/);

@@ -27,16 +27,47 @@ describe('Webhooks destination settings', () => {
     const read = await sy.admin('GET', `/sources/${sourceId}/destinations/webhooks`);
     assert.equal(read.status, 200);
     assert.equal(read.body.enabled, true);
-    assert.deepEqual(read.body.settings.webhooks, webhooks);
+    // Credential-looking static headers are masked like the secret.
+    assert.deepEqual(
+      read.body.settings.webhooks,
+      webhooks.map((w) => ({ ...w, headers: { 'X-Key': '********', Authorization: '********' } })),
+    );
     assert.equal(read.body.settings.sharedSecret, '********');
     assert.ok(!JSON.stringify(read.body).includes('s3cret'));
+    assert.ok(!JSON.stringify(read.body).includes('Bearer t'));
 
-    // A GET edited and PUT back carries the mask: the stored secret stays.
+    // A GET edited and PUT back carries the masks: the stored secret and headers stay.
     const again = await sy.admin('PUT', `/sources/${sourceId}/destinations/webhooks`, { enabled: false, settings: read.body.settings });
     assert.equal(again.status, 200);
     const stored = await sy.store.getDestination(sourceId, 'webhooks');
     assert.equal((stored!.settings as any).sharedSecret, 's3cret');
+    assert.deepEqual((stored!.settings as any).webhooks, webhooks);
     assert.equal(stored!.enabled, false);
+  });
+
+  it('keeps a masked static header only for the receiver that has it stored, and shows other headers as they are', async () => {
+    const source = (await sy.createSource('header-masks')).id;
+    const path = `/sources/${source}/destinations/webhooks`;
+    const first = { url: `${PUBLIC_URL}a`, headers: { 'x-api-key': 'k-first', 'X-Team': 'ops' } };
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [first] } })).status, 200);
+    const shown = (await sy.admin('GET', path)).body.settings.webhooks;
+    assert.deepEqual(shown, [{ url: first.url, headers: { 'x-api-key': '********', 'X-Team': 'ops' } }]);
+
+    // The mask under another URL, or under a header the receiver never had, has nothing to keep: refused, naming it.
+    for (const webhooks of [[{ url: `${PUBLIC_URL}b`, headers: { 'x-api-key': '********' } }], [{ url: first.url, headers: { Authorization: '********' } }]]) {
+      const refused = await sy.admin('PUT', path, { settings: { webhooks } });
+      assert.equal(refused.status, 400);
+      assert.equal(refused.body.error.code, 'invalid_receivers');
+      assert.match(refused.body.error.message, /settings\.webhooks\[0\]\.headers: "(x-api-key|Authorization)" is the mask \*{8}, but this receiver has no stored value/);
+    }
+    // Matched by URL (normalized) and header name in any case, whatever the receivers' order.
+    const added = { url: `${PUBLIC_URL}c`, headers: { 'X-Token': 't-new' } };
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [added, { url: first.url.replace('93.184.215.14/', '93.184.215.14:443/'), headers: { 'X-API-KEY': '********' } }] } })).status, 200);
+    const stored = (await sy.store.getDestination(source, 'webhooks'))!.settings as any;
+    assert.deepEqual(stored.webhooks, [added, { url: first.url, headers: { 'X-API-KEY': 'k-first' } }]);
+    // A new value replaces the stored one.
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [{ url: first.url, headers: { 'x-api-key': 'k-second' } }] } })).status, 200);
+    assert.deepEqual(((await sy.store.getDestination(source, 'webhooks'))!.settings as any).webhooks, [{ url: first.url, headers: { 'x-api-key': 'k-second' } }]);
   });
 
   const invalid: Array<[string, unknown, RegExp]> = [

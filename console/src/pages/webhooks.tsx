@@ -5,6 +5,9 @@ import { navigate } from '../route.js';
 import { ErrorMessage, NoSourceYet, PageTitle, SourcePicker, Status, errorText, formatTime, useSources } from '../ui.js';
 import { StandardWebhooks } from './standard-webhooks.js';
 
+/** What the API shows instead of a credential-looking static header's value; sent back, it keeps the stored value. */
+const MASKED_HEADER = '********';
+
 /** As many receivers as the API takes. */
 const MAX_RECEIVERS = 5;
 /** What the API shows instead of the stored shared secret; sent back, it keeps the secret. */
@@ -233,6 +236,12 @@ function WebhookForm({ sourceId }: { sourceId: string }) {
                 Add a header to receiver {index + 1}
               </button>
             </div>
+            {receiver.headers.some((header) => header.value === MASKED_HEADER) && (
+              <p class="hint">
+                A header named like a credential (auth, key, secret, token, password, cookie, signature) is shown as {MASKED_HEADER}: left as it is, the stored value
+                is kept; type a new value to replace it.
+              </p>
+            )}
             {fieldError(`headers-${index}`)}
             <label>
               Most requests per second to receiver {index + 1}
