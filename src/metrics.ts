@@ -62,6 +62,39 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Read at scrape time; see {@link watchCircuits}. */
+  private readonly circuitReaders = new Set<() => { receiver: number; function: number }>();
+
+  /**
+   * Labelled by kind only: a label per receiver origin would be a series per
+   * customer's host (unbounded, and naming them); which targets are held is
+   * in the admin API (`GET /deliveries/:id`, `heldBy`).
+   */
+  readonly circuitsHeld: Gauge<'kind'> = new Gauge({
+    name: 'switchyard_delivery_circuits_open',
+    help: 'Circuits this node\'s delivery worker holds open or half-open (their deliveries wait in the queue, no attempt recorded), by kind: receiver (one per origin) or function (one per function destination)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+    collect: () => {
+      let receiver = 0;
+      let fn = 0;
+      for (const read of this.circuitReaders) {
+        const counts = read();
+        receiver += counts.receiver;
+        fn += counts.function;
+      }
+      this.circuitsHeld.set({ kind: 'receiver' }, receiver);
+      this.circuitsHeld.set({ kind: 'function' }, fn);
+    },
+  });
+
+  readonly circuitsOpened = new Counter({
+    name: 'switchyard_delivery_circuits_opened_total',
+    help: 'Times a closed circuit opened (failures in a row), by kind: receiver or function (a failed probe keeping it open is not counted)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
   readonly transformRuns = new Counter({
     name: 'switchyard_transformation_runs_total',
     help: 'Messages a transformation ran on, by transformation id and outcome (output, dropped, error, timeout, memory)',
@@ -190,6 +223,12 @@ export class Metrics {
   watchSandboxHeaps(read: () => Promise<readonly SandboxHeap[]>): () => void {
     this.sandboxHeapReaders.add(read);
     return () => this.sandboxHeapReaders.delete(read);
+  }
+
+  /** Adds a source of `switchyard_delivery_circuits_open` (a delivery worker's breaker), read at scrape time; returns how to remove it. */
+  watchCircuits(read: () => { receiver: number; function: number }): () => void {
+    this.circuitReaders.add(read);
+    return () => this.circuitReaders.delete(read);
   }
 
   /** How far behind Engage is (see engage/engage-lag.ts); set on the main thread only: the stage thread's zero adds nothing to the sum. */

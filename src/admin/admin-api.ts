@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { HeldCircuit } from '../domain/circuits.js';
 import type { SuppressionList } from '../regulations/suppression-list.js';
 import type { Store } from '../store/store.js';
 import type { AdminAuth } from './admin-auth.js';
@@ -28,11 +29,13 @@ import { trackingPlanRoutes } from './tracking-plan-routes.js';
 import type { WebhookAdmin } from './webhook-admin.js';
 import { WebhookTester } from './webhook-test.js';
 
-/** What the admin API wakes in the background stages when it creates work for them. */
+/** What the admin API wakes in the background stages when it creates work for them, and asks of them. */
 export interface StageWakeups {
   wakeRegulations(): void;
   wakeReplays(): void;
   engageDefinitionsChanged(): void;
+  /** The circuits this node's delivery worker holds; undefined when it cannot say. */
+  circuits(): Promise<readonly HeldCircuit[] | undefined>;
 }
 
 export interface AdminApiDeps {
@@ -64,7 +67,13 @@ export function adminApi(deps: AdminApiDeps): AdminRoutesOptions {
     extensions: [
       deliveryRoutes(
         deps.webhooks,
-        new DeliveryAdmin(store, now),
+        new DeliveryAdmin(store, now, {
+          circuits: () => stages()?.circuits() ?? Promise.resolve(undefined),
+          receivers: (sourceId) => {
+            const check = deps.directory?.webhooks(sourceId)?.check;
+            return check?.ok === true ? check.settings.webhooks.map((receiver) => receiver.url) : [];
+          },
+        }),
         new WebhookTester(store, { allowPrivateReceivers: config.allowPrivateReceivers, userAgent: config.userAgent, timeoutMs: config.deliveryTimeoutMs, now }),
       ),
       debuggerRoutes({ admin: new DebuggerAdmin(store), streamStore: store, onError: deps.onError }),

@@ -1,6 +1,7 @@
 import { ApiError } from '../errors.js';
 import type { AttemptRecord, AttemptResponse, DeliveryDetail, DeliveryRecord, DeliveryStatus, FunctionRunRecord, Store } from '../store/store.js';
 import { MAX_ID_BYTES, idWithinBounds, storedId } from '../domain/normalize.js';
+import { type HeldCircuit, receiverOrigin } from '../domain/circuits.js';
 import { functionIdOf } from '../domain/routing.js';
 import { limitParam, refuseNul, rejectUnknownFields, requireObject, timeParam } from './validate.js';
 
@@ -32,6 +33,29 @@ export interface DeliveryView {
   readonly waitingFor?: number;
 }
 
+/**
+ * A circuit breaker holding a pending delivery's receiver (by origin) or
+ * function destination: this node's breaker, as it is now (each node has
+ * its own). While `open`, deliveries to it go back to the queue with no
+ * attempt recorded; after `until` the next one is sent as a probe
+ * (`half-open` while it runs); its success closes the circuit.
+ */
+export interface HeldByView {
+  readonly reason: 'circuit-open';
+  /** The receiver's origin (`https://host:port`) or `function:<id>`. */
+  readonly target: string;
+  readonly state: 'open' | 'half-open';
+  readonly until?: string;
+}
+
+/** Where `GET /deliveries/:id` learns what holds a pending delivery (the server's; the CLI on a store has none). */
+export interface DeliveryHolds {
+  /** This node's held circuits; undefined when it cannot say. */
+  circuits(): Promise<readonly HeldCircuit[] | undefined>;
+  /** The receiver URLs of the source's Webhooks destination now. */
+  receivers(sourceId: string): readonly string[];
+}
+
 export interface AttemptView {
   readonly at: string;
   readonly url: string;
@@ -46,6 +70,8 @@ export interface AttemptView {
 export interface DeliveryDetailView extends DeliveryView {
   /** The message as stored (before any transformation), parsed; absent once it is gone. */
   readonly message?: unknown;
+  /** A pending delivery's targets whose circuit this node holds open (see {@link HeldByView}); absent when none is, or nothing is known. */
+  readonly heldBy?: readonly HeldByView[];
   readonly attempts: readonly AttemptView[];
 }
 
@@ -58,6 +84,7 @@ export class DeliveryAdmin {
   constructor(
     private readonly store: Store,
     private readonly now: () => number,
+    private readonly holds?: DeliveryHolds,
   ) {}
 
   /**
@@ -91,7 +118,23 @@ export class DeliveryAdmin {
   async get(id: unknown): Promise<DeliveryDetailView> {
     const detail = await this.store.getDelivery(deliveryId(id));
     if (detail === undefined) throw notFound(id);
-    return viewDetail(detail);
+    const view = viewDetail(detail);
+    const heldBy = detail.status === 'pending' ? await this.heldBy(detail) : [];
+    return heldBy.length === 0 ? view : { ...view, heldBy };
+  }
+
+  /** The circuits of this node's breaker that hold the delivery's targets: its function destination, or its destination's receivers by origin. */
+  private async heldBy(delivery: DeliveryRecord): Promise<HeldByView[]> {
+    if (this.holds === undefined) return [];
+    const functionId = functionIdOf(delivery.destination);
+    const targets = new Set<string>();
+    if (functionId !== undefined) targets.add(delivery.destination);
+    else for (const url of this.holds.receivers(delivery.sourceId)) targets.add(receiverOrigin(url) ?? url);
+    if (targets.size === 0) return [];
+    const circuits = (await this.holds.circuits()) ?? [];
+    return circuits
+      .filter((circuit) => targets.has(circuit.target))
+      .map((circuit) => ({ reason: 'circuit-open', target: circuit.target, state: circuit.state, ...(circuit.until !== undefined && { until: iso(circuit.until) }) }));
   }
 
   /**

@@ -307,6 +307,20 @@ export const DELIVERY_SCHEMAS = documented({
           ...(delivery['properties'] as object),
           message: { type: 'object', description: 'The message as stored (before any transformation); absent once it is gone' },
           attempts: { type: 'array', items: attempt },
+          heldBy: {
+            type: 'array',
+            description:
+              "A pending delivery's targets whose circuit breaker on this node (each node has its own) holds them: deliveries to them wait in the queue with no attempt recorded. Absent when none does",
+            items: {
+              type: 'object',
+              properties: {
+                reason: { enum: ['circuit-open'] },
+                target: { type: 'string', description: "The receiver's origin (scheme, host, port) or function:<id>" },
+                state: { enum: ['open', 'half-open'], description: 'open: held until `until`, then the next delivery goes as a probe; half-open: that probe is in flight' },
+                until: time,
+              },
+            },
+          },
         },
       }),
     },

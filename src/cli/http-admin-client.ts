@@ -1,4 +1,6 @@
+import { STATUS_CODES } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Dispatcher, request as undiciRequest } from 'undici';
 import type { DebuggerEntry } from '../admin/debugger-admin.js';
 import type { SourceView } from '../admin/source-admin.js';
 import { ApiError, ERROR_CODES, type ErrorCode } from '../errors.js';
@@ -121,10 +123,29 @@ function adminUrl(server: AdminServer, route: string, query: Query = {}): URL {
   return url;
 }
 
-/** The token goes in the Authorization header only: never in the URL, never in a message. */
-async function send(server: AdminServer, method: string, url: URL, init: { body?: unknown; headers?: Record<string, string>; signal: AbortSignal }): Promise<Response> {
+/** A server's answer as the CLI reads it: status, where a redirect points, and the body still to read (bounded by the reader). */
+interface ServerAnswer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly ok: boolean;
+  /** The `Location` of a redirect, which is never followed. */
+  readonly location: string | undefined;
+  readonly body: Dispatcher.ResponseData['body'];
+}
+
+/**
+ * The token goes in the Authorization header only: never in the URL, never in a message.
+ *
+ * undici's `request`, not `fetch`: `fetch` refuses the ports browsers block
+ * (6000, 6665-6669, …), on which a server may well run (`PORT=6000`), and
+ * this is the user's own server, not a page's request. Like `fetch` here, it
+ * verifies TLS certificates (undici's defaults) and follows no redirect (a
+ * redirect would carry the token to wherever it points): a 3xx is answered
+ * as it is. Bounded by `signal` and by the reader of its body.
+ */
+async function send(server: AdminServer, method: string, url: URL, init: { body?: unknown; headers?: Record<string, string>; signal: AbortSignal }): Promise<ServerAnswer> {
   try {
-    return await fetch(url, {
+    const answer = await undiciRequest(url, {
       method,
       headers: {
         authorization: `Bearer ${server.token}`,
@@ -132,10 +153,16 @@ async function send(server: AdminServer, method: string, url: URL, init: { body?
         ...init.headers,
       },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),
-      // A redirect would carry the token to wherever it points.
-      redirect: 'manual',
       signal: init.signal,
     });
+    const location = answer.headers['location'];
+    return {
+      status: answer.statusCode,
+      statusText: STATUS_CODES[answer.statusCode] ?? '',
+      ok: answer.statusCode >= 200 && answer.statusCode < 300,
+      location: Array.isArray(location) ? location[0] : location,
+      body: answer.body,
+    };
   } catch (error) {
     throw unreachable(server, error);
   }
@@ -161,13 +188,13 @@ async function request<T>(server: AdminServer, method: string, route: string, op
 }
 
 /** One line for an answer other than 2xx: the API's own {error: {code, message}} when it has one. */
-function refusal(server: AdminServer, response: Response, text: string): ServerError | ApiError {
+function refusal(server: AdminServer, response: ServerAnswer, text: string): ServerError | ApiError {
   const where = `the server at ${server.url} (${server.urlSetting})`;
   if (response.status === 401) {
     return new ServerError(`${where} refused the admin token (401): set ${server.tokenSetting} to the server's admin token`);
   }
   if (response.status >= 300 && response.status < 400) {
-    const location = (response.headers.get('location') ?? '').slice(0, 200);
+    const location = (response.location ?? '').slice(0, 200);
     return new ServerError(`${where} answered ${response.status}, a redirect to ${JSON.stringify(location)}; redirects are not followed (they would carry the token): give the final URL`);
   }
   const body = parseError(text);
@@ -208,20 +235,21 @@ function unreachable(server: AdminServer, error: unknown): ServerError {
   const where = `the server at ${server.url} (${server.urlSetting})`;
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') return new ServerError(`${where} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`);
-  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const code = typeof cause?.code === 'string' ? cause.code : undefined;
-  const reason = (code === undefined ? undefined : REASONS[code]) ?? (typeof cause?.message === 'string' ? cause.message : String(error));
+  // undici's own errors carry their code; a `fetch`-style error carries it in its cause.
+  const own = error as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const detail = typeof own.code === 'string' ? own : (own.cause ?? own);
+  const code = typeof detail.code === 'string' ? detail.code : undefined;
+  const reason = (code === undefined ? undefined : REASONS[code]) ?? (typeof detail.message === 'string' ? detail.message : String(error));
   return new ServerError(`cannot reach ${where}: ${reason}`, { cause: error });
 }
 
-async function readBounded(response: Response, limit: number): Promise<string> {
-  if (response.body === null) return '';
-  const chunks: Uint8Array[] = [];
+async function readBounded(response: ServerAnswer, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+  for await (const chunk of response.body as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > limit) {
-      await response.body.cancel().catch(() => undefined);
+      response.body.destroy();
       throw new ServerError(`the server's answer is larger than ${limit} bytes`);
     }
     chunks.push(chunk);
@@ -258,10 +286,10 @@ async function followStream(
 }
 
 /** Prints each event of the stream until it ends, keeping `position.cursor` at the last id printed. */
-async function readEvents(response: Response, position: { cursor: number | undefined }, print: (entry: DebuggerEntry) => void): Promise<void> {
+async function readEvents(response: ServerAnswer, position: { cursor: number | undefined }, print: (entry: DebuggerEntry) => void): Promise<void> {
   const decoder = new TextDecoder();
   let pending = '';
-  for await (const chunk of (response.body ?? []) as AsyncIterable<Uint8Array>) {
+  for await (const chunk of response.body as AsyncIterable<Buffer>) {
     pending += decoder.decode(chunk, { stream: true });
     let end: number;
     while ((end = pending.indexOf('\n\n')) !== -1) {

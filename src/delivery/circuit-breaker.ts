@@ -13,6 +13,8 @@
  * count as successes; errors that say nothing about the receiver's health (a
  * refused private address, an untrusted certificate) count as nothing.
  */
+import { type HeldCircuit, circuitKind } from '../domain/circuits.js';
+
 export interface CircuitBreakerOptions {
   readonly failureThreshold: number;
   /** How long it stays open the first time. */
@@ -36,7 +38,11 @@ type OriginState =
 export class CircuitBreaker {
   private readonly origins = new Map<string, OriginState>();
 
-  constructor(private readonly options: CircuitBreakerOptions) {}
+  /** `onOpened`: a closed circuit has just opened (a failed probe reopening one is not counted); never on the path of a request that goes. */
+  constructor(
+    private readonly options: CircuitBreakerOptions,
+    private readonly onOpened?: (origin: string) => void,
+  ) {}
 
   /** Whether a request to `origin` may go now; `probe` marks the one request a half-open circuit lets through. */
   admit(origin: string, now: number): Admission {
@@ -65,8 +71,10 @@ export class CircuitBreaker {
     if (state === undefined || state.mode === 'closed') {
       if (signal !== 'failure') return;
       const failures = (state?.failures ?? 0) + 1;
-      if (failures >= this.options.failureThreshold) this.open(origin, this.options.openMs, now);
-      else this.origins.set(origin, { mode: 'closed', failures });
+      if (failures >= this.options.failureThreshold) {
+        this.open(origin, this.options.openMs, now);
+        this.onOpened?.(origin);
+      } else this.origins.set(origin, { mode: 'closed', failures });
       return;
     }
     // Answers to requests sent before the circuit opened change nothing; only the probe's do.
@@ -83,6 +91,24 @@ export class CircuitBreaker {
   /** For logs and tests. */
   stateOf(origin: string): 'closed' | 'open' | 'half-open' {
     return this.origins.get(origin)?.mode ?? 'closed';
+  }
+
+  /** The circuits not closed now, at most `limit` of them: what an operator asks about (not on any request's path). */
+  held(limit: number): HeldCircuit[] {
+    const held: HeldCircuit[] = [];
+    for (const [target, state] of this.origins) {
+      if (held.length >= limit) break;
+      if (state.mode === 'open') held.push({ target, state: 'open', until: state.until });
+      else if (state.mode === 'half-open') held.push({ target, state: 'half-open' });
+    }
+    return held;
+  }
+
+  /** How many circuits are not closed now, receivers' and function destinations' apart (for `/metrics`, at scrape time). */
+  heldCounts(): { receiver: number; function: number } {
+    const counts = { receiver: 0, function: 0 };
+    for (const [target, state] of this.origins) if (state.mode !== 'closed') counts[circuitKind(target)]++;
+    return counts;
   }
 
   private open(origin: string, openMs: number, now: number): void {

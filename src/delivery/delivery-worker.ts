@@ -8,6 +8,7 @@ import type { ChangeFeed, ClaimedDelivery, DeliveryOutcome, DeliveryQueue } from
 import { NO_TRACING, type Tracing } from '../telemetry/tracing.js';
 import { randomToken } from '../util/crypto.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
+import { type HeldCircuit, MAX_REPORTED_CIRCUITS, circuitKind } from '../domain/circuits.js';
 import { type RoundContext, runRound } from './delivery-round.js';
 import { OriginSlots, type OriginSlotsOptions } from './origin-slots.js';
 import { ReceiverRates } from './receiver-rates.js';
@@ -156,6 +157,8 @@ export class DeliveryWorker {
   private readonly functionRunner: FunctionRunner | undefined;
   private readonly functionFetcher: FunctionFetcher | undefined;
   private readonly unwatchHeaps: (() => void) | undefined;
+  private readonly unwatchCircuits: (() => void) | undefined;
+  private readonly breaker: CircuitBreaker;
   private readonly batcher: OutcomeBatcher;
   private readonly round: RoundContext;
   private readonly stopController = new AbortController();
@@ -201,7 +204,15 @@ export class DeliveryWorker {
       onFlushed: (outcomes, released) => this.noteDue(outcomes, released),
       onError: (error) => options.logger.error({ err: error }, 'recording delivery outcomes failed'),
     });
-    const breaker = new CircuitBreaker(this.limits.breaker);
+    const metrics = options.metrics;
+    const threshold = this.limits.breaker.failureThreshold;
+    // Opening is rare (a receiver or function failing `threshold` times in a row): worth a line each time.
+    const breaker = new CircuitBreaker(this.limits.breaker, (key) => {
+      options.logger.warn({ target: key }, `circuit opened after ${threshold} failures in a row: deliveries to it are held, then one is sent as a probe`);
+      metrics?.circuitsOpened.inc({ kind: circuitKind(key) });
+    });
+    this.breaker = breaker;
+    this.unwatchCircuits = metrics?.watchCircuits(() => breaker.heldCounts());
     const rates = new ReceiverRates(RATE_WAIT_MS);
     const fns = options.functions;
     const functionConcurrency = Math.max(1, fns?.concurrency ?? 1);
@@ -294,8 +305,14 @@ export class DeliveryWorker {
     await this.batcher.flush();
     await this.sender.destroy();
     this.unwatchHeaps?.();
+    this.unwatchCircuits?.();
     this.functionRunner?.dispose();
     await this.functionFetcher?.destroy();
+  }
+
+  /** The circuits this worker's breaker holds now (this node's view; each node has its own breakers). */
+  circuits(): HeldCircuit[] {
+    return this.breaker.held(MAX_REPORTED_CIRCUITS);
   }
 
   private async loop(): Promise<void> {

@@ -2,6 +2,7 @@ import { DAY_MS, OBSERVED_BOUNDS } from '../domain/observed-schema.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { type DeliverySettings, DeliveryWorker } from '../delivery/delivery-worker.js';
+import type { HeldCircuit } from '../domain/circuits.js';
 import { DEDUPLICATION_WINDOW_MS } from '../domain/message.js';
 import { EngageRunner } from '../engage/engage-runner.js';
 import { RawProcessor } from '../ingest/raw-processor.js';
@@ -44,6 +45,8 @@ export interface BackgroundStages {
   wakeReplays(): void;
   /** A computed trait or audience was created, changed or deleted: reload the definitions now. */
   engageDefinitionsChanged(): void;
+  /** The circuits the delivery worker's breaker holds now (this node's); undefined when it cannot say (its thread did not answer). */
+  circuits(): Promise<readonly HeldCircuit[] | undefined>;
   /** Whether processing runs now (`/readyz` answers not ready otherwise). */
   running(): boolean;
   /** Finishes in-flight work and stops every stage (the store stays open). */
@@ -137,6 +140,7 @@ export async function startBackgroundStages(deps: BackgroundStageDeps): Promise<
     wakeRegulations: () => regulations.wake(),
     wakeReplays: () => replays.wake(),
     engageDefinitionsChanged: () => engage.definitionsChanged(),
+    circuits: () => Promise.resolve(delivery.circuits()),
     running: () => !stopped,
     async stop() {
       stopped = true;

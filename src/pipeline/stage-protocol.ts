@@ -1,5 +1,6 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { Config } from '../config.js';
+import type { HeldCircuit } from '../domain/circuits.js';
 
 /** What the stage thread is started with. */
 export interface StageThreadData {
@@ -16,10 +17,12 @@ export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 export type ToStageThread =
   | { readonly type: 'wake'; readonly stage: 'regulations' | 'replays' | 'engage' }
   | { readonly type: 'metrics'; readonly id: number }
+  | { readonly type: 'circuits'; readonly id: number }
   | { readonly type: 'stop' };
 
 /** Stage thread → main thread. */
 export type FromStageThread =
   | { readonly type: 'ready' }
   | { readonly type: 'metrics'; readonly id: number; readonly metrics: MetricsSnapshot }
+  | { readonly type: 'circuits'; readonly id: number; readonly circuits: readonly HeldCircuit[] }
   | { readonly type: 'stopped' };

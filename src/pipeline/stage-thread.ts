@@ -49,6 +49,9 @@ async function main(): Promise<void> {
           onError,
         );
         break;
+      case 'circuits':
+        stages.circuits().then((circuits) => send({ type: 'circuits', id: message.id, circuits: circuits ?? [] }), onError);
+        break;
       case 'stop':
         void (async () => {
           await stages.stop();

@@ -2,10 +2,11 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { sharedWriteLocks } from '../store/sqlite/write-lock.js';
+import type { HeldCircuit } from '../domain/circuits.js';
 import type { BackgroundStages } from './background-stages.js';
 import type { FromStageThread, MetricsSnapshot, StageThreadData, ToStageThread } from './stage-protocol.js';
 
-/** A scrape waits this long for the stage thread's metrics, then serves its last snapshot. */
+/** A scrape waits this long for the stage thread's metrics, then serves its last snapshot; a read of its circuits, then says nothing of them. */
 const METRICS_WAIT_MS = 1_000;
 /** A crashed stage thread is started again after this pause (it only ever works from the store). */
 const RESTART_AFTER_MS = 1_000;
@@ -32,6 +33,8 @@ export class ThreadedStages implements BackgroundStages {
   private nextMetricsId = 0;
   private readonly metricsWaiters = new Map<number, (metrics: MetricsSnapshot) => void>();
   private lastMetrics: MetricsSnapshot = [];
+  private nextCircuitsId = 0;
+  private readonly circuitsWaiters = new Map<number, (circuits: readonly HeldCircuit[]) => void>();
   private stopped: (() => void) | undefined;
 
   private constructor(
@@ -85,6 +88,10 @@ export class ThreadedStages implements BackgroundStages {
             this.lastMetrics = message.metrics;
             this.metricsWaiters.get(message.id)?.(message.metrics);
             this.metricsWaiters.delete(message.id);
+            break;
+          case 'circuits':
+            this.circuitsWaiters.get(message.id)?.(message.circuits);
+            this.circuitsWaiters.delete(message.id);
             break;
           case 'stopped':
             break;
@@ -146,6 +153,23 @@ export class ThreadedStages implements BackgroundStages {
         resolve(metrics);
       });
       this.post({ type: 'metrics', id });
+    });
+  }
+
+  /** The circuits the stage thread's delivery worker holds now; undefined when it does not answer within {@link METRICS_WAIT_MS} (nothing is known then). */
+  async circuits(): Promise<readonly HeldCircuit[] | undefined> {
+    if (this.worker === undefined) return undefined;
+    const id = this.nextCircuitsId++;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.circuitsWaiters.delete(id);
+        resolve(undefined);
+      }, METRICS_WAIT_MS);
+      this.circuitsWaiters.set(id, (circuits) => {
+        clearTimeout(timer);
+        resolve(circuits);
+      });
+      this.post({ type: 'circuits', id });
     });
   }
 

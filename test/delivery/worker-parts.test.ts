@@ -48,6 +48,29 @@ describe('circuit breaker', () => {
     breaker.record('https://dead', 'neutral', false, 7);
     assert.equal(breaker.stateOf('https://dead'), 'open');
   });
+
+  it('reports what it holds (bounded) and says when a closed circuit opens, not when a failed probe reopens it', () => {
+    const opened: string[] = [];
+    const breaker = new CircuitBreaker(options, (key) => opened.push(key));
+    for (let i = 0; i < 2; i++) breaker.record('https://flaky', 'failure', false, 0);
+    for (let i = 0; i < 3; i++) breaker.record('https://dead', 'failure', false, 0);
+    for (let i = 0; i < 3; i++) breaker.record('function:fn_1', 'failure', false, 0);
+    assert.deepEqual(opened, ['https://dead', 'function:fn_1']);
+    assert.deepEqual(breaker.held(10), [
+      { target: 'https://dead', state: 'open', until: 1_000 },
+      { target: 'function:fn_1', state: 'open', until: 1_000 },
+    ]);
+    assert.deepEqual(breaker.heldCounts(), { receiver: 1, function: 1 }, 'a closed circuit with failures is not held');
+    assert.equal(breaker.held(1).length, 1);
+    assert.deepEqual(breaker.admit('https://dead', 1_000), { kind: 'allow', probe: true });
+    assert.deepEqual(breaker.held(10)[0], { target: 'https://dead', state: 'half-open' });
+    breaker.record('https://dead', 'failure', true, 1_001);
+    assert.deepEqual(opened, ['https://dead', 'function:fn_1'], 'reopened by a failed probe: not counted again');
+    breaker.record('https://dead', 'success', false, 1_002);
+    breaker.record('function:fn_1', 'success', false, 1_002);
+    assert.deepEqual(breaker.held(10), []);
+    assert.deepEqual(breaker.heldCounts(), { receiver: 0, function: 0 });
+  });
 });
 
 describe('per-origin in-flight limit', () => {

@@ -135,6 +135,9 @@ function rulesSuite(store: string, flags: () => Record<string, string>): void {
       assert.deepEqual(held.filter((id) => idsAt(api, id).length > 0), [], 'no call was made for a message sent while the circuit was open');
       assert.deepEqual(looked.map((d) => d.attemptCount), [0, 0, 0, 0, 0], 'held, not attempted');
       assert.equal(idsAt(api, `${p}a`).length, callsForA, 'the first message is held too');
+      // And says so: this node's breaker holds function:<id> (open, or half-open while a probe runs).
+      const heldDetail = (await sy.admin('GET', `/deliveries/${looked[0].id}`)).body;
+      assert.deepEqual(heldDetail.heldBy?.map((h: any) => [h.reason, h.target]), [['circuit-open', `function:${fn.id}`]], JSON.stringify(heldDetail.heldBy));
 
       // The API recovers: the probe closes the circuit and everything held is delivered.
       const recoveredAt = Date.now();

@@ -248,7 +248,9 @@ function Search({ userId, messageId, onSearch }: { userId: string; messageId: st
   );
 }
 
-type DeliveryDetail = Delivery & { message?: unknown; attempts: Attempt[] };
+/** `heldBy`: the answering node's circuit breaker holds a pending delivery's receiver origin or `function:<id>`. */
+type HeldBy = { reason: 'circuit-open'; target: string; state: 'open' | 'half-open'; until?: string };
+type DeliveryDetail = Delivery & { message?: unknown; attempts: Attempt[]; heldBy?: HeldBy[] };
 
 /** The selected delivery: its message, then its attempts, read once for both. */
 function Selected({ id, onClose, onRetried }: { id: string; onClose: () => void; onRetried: () => void }) {
@@ -369,6 +371,12 @@ function Attempts({
             {value.nextAttemptAt !== undefined && value.status === 'pending' && <> · next attempt {formatTime(value.nextAttemptAt)}</>}
             {value.waitingFor !== undefined && <> · waiting for delivery {value.waitingFor} of the same user</>}
           </p>
+          {value.heldBy?.map((held) => (
+            <p key={held.target}>
+              Held: the circuit of {held.target} is {held.state === 'open' && held.until !== undefined ? <>open until {formatTime(held.until)}, then one delivery goes as a probe</> : <>half-open: a probe is in flight</>}{' '}
+              (it failed 5 times in a row; this server node's view). No attempt is recorded while it is held.
+            </p>
+          ))}
           {value.status !== 'succeeded' && (
             <div class="row">
               <button type="button" disabled={busy} onClick={() => void retryNow(value.status)} aria-describedby={`retry-hint-${id}`}>
