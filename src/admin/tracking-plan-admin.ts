@@ -94,15 +94,15 @@ export class TrackingPlanAdmin {
     if (since > until) throw new ApiError('invalid_request', 'since must not be after until');
     const fromDay = dayOf(since);
     const toDay = dayOf(until);
-    // `to` is the end of until's day: past the last day a time may name, it would be in year 10000.
-    if (toDay + DAY_MS > MAX_TIME_MS) throw new ApiError('invalid_request', `until must be before ${new Date(LAST_SCHEMA_DAY).toISOString()}: the schema counts whole UTC days, and the end of that one is past year 9999`);
     const days = observedDays(fromDay, toDay, now);
     const { events, unrecordedMessages } = await this.store.observedEvents(sourceId, days, page.after, page.limit + 1);
     const builder = new ObservedSchemaPage(events, page.limit, page.paths, unrecordedMessages);
     for (let next = builder.next(); next.length > 0; next = builder.next()) {
       builder.add(await this.store.observedPaths(sourceId, days, next, OBSERVED_BOUNDS.pathsPerEvent + 1));
     }
-    return { sourceId, from: new Date(fromDay).toISOString(), to: new Date(toDay + DAY_MS).toISOString(), limits: SCHEMA_LIMITS, ...builder.view() };
+    // `to` is the end of until's day; that of 9999-12-31 would be in year 10000: the last time the API takes instead.
+    const to = Math.min(toDay + DAY_MS, MAX_TIME_MS);
+    return { sourceId, from: new Date(fromDay).toISOString(), to: new Date(to).toISOString(), limits: SCHEMA_LIMITS, ...builder.view() };
   }
 
   /** Violation counts since `since` (by default the last 24 hours), by hour: the hour holding `since` counts whole. */
@@ -142,8 +142,6 @@ export class TrackingPlanAdmin {
 }
 
 const DEFAULT_SCHEMA_PERIOD_MS = 7 * DAY_MS;
-/** The first UTC day `until` may not fall on (its end is in year 10000). */
-const LAST_SCHEMA_DAY = dayOf(MAX_TIME_MS);
 
 /** The bounds the answers are kept within, so a client can tell a cap from the traffic. */
 const SCHEMA_LIMITS = {

@@ -37,7 +37,7 @@ const periodQuery: JsonSchema = {
   type: 'object',
   properties: {
     since: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted from the start of its UTC day. Default: 7 days before until' },
-    until: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999-12-30 (the end of its day must be in 9999); counted to the end of its UTC day. Default: now' },
+    until: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted to the end of its UTC day (to: at most 9999-12-31T23:59:59.999Z). Default: now' },
   },
 };
 const schemaQuery: JsonSchema = {
@@ -144,7 +144,7 @@ export const TRACKING_PLAN_SCHEMAS = documented({
     'x-errors': ['invalid_request', 'not_found'],
   },
   fromSchema: {
-    summary: "Draft a tracking plan from the source's observed schema: its most frequent events, up to 5,000 paths (not stored: edit it, then PUT it)",
+    summary: "Draft a tracking plan from the source's observed schema: its most frequent events, up to 2,000 paths (not stored: edit it, then PUT it)",
     tags: ['tracking plans'],
     params: idParams,
     querystring: periodQuery,

@@ -356,8 +356,13 @@ export const SCHEMA_PAGE = Object.freeze({
   eventsPerRead: 10,
 });
 
-/** How much a drafted plan (`POST …/tracking-plan/from-schema`) is made from: the most frequent events, within a path budget (plans are at most 256 KB, 2,000 events). */
-export const DRAFT_PAGE = Object.freeze({ events: 2_000, paths: 5_000 });
+/**
+ * How much a drafted plan (`POST …/tracking-plan/from-schema`) is made
+ * from: the most frequent events, within a path budget. Plans are at most
+ * 256 KB and 2,000 events, and must compile within 2 s at save: 5,000
+ * paths took 2.1 s on a busy 2-CPU machine, 2,000 well under 1 s.
+ */
+export const DRAFT_PAGE = Object.freeze({ events: 2_000, paths: 2_000 });
 
 /** An event as the store sums it over a period (types OR-ed, counts added). */
 export interface ObservedEventRow {
