@@ -1,10 +1,20 @@
 import { randomToken } from '../util/crypto.js';
 import { parseTrackingPlan, PLAN_BOUNDS, type TrackingPlanDefinition, TrackingPlanError } from '../domain/tracking-plan.js';
-import { DAY_MS, dayOf, OBSERVED_BOUNDS, type ObservedSchemaView, observedSchemaView } from '../domain/observed-schema.js';
+import {
+  DAY_MS,
+  dayOf,
+  decodeSchemaCursor,
+  DRAFT_PAGE,
+  OBSERVED_BOUNDS,
+  observedDays,
+  ObservedSchemaPage,
+  type ObservedSchemaView,
+  SCHEMA_PAGE,
+} from '../domain/observed-schema.js';
 import { hourOf, VIOLATION_BOUNDS, type ViolationsView, violationsView } from '../domain/plan-violation-counts.js';
 import { draftPlan } from '../domain/plan-draft.js';
 import type { JsonObject } from '../domain/message.js';
-import { timeParam } from './validate.js';
+import { limitParam, MAX_TIME_MS, MIN_TIME_MS, timeParam } from './validate.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { Store, TrackingPlanRecord } from '../store/store.js';
@@ -61,17 +71,38 @@ export class TrackingPlanAdmin {
    * What the source has received over a period (`since`, `until`: ISO
    * times or epoch ms; by default the last 7 days), by UTC day: the days
    * holding `since` and `until` are counted whole, and `from` / `to` say so.
+   * One page: at most `limit` events (biggest count first) and
+   * {@link SCHEMA_PAGE.paths} paths across them; `cursor` names the next.
    */
-  async observedSchema(sourceId: string, query: { since?: unknown; until?: unknown }): Promise<ObservedSchemaAnswer> {
+  async observedSchema(sourceId: string, query: { since?: unknown; until?: unknown; limit?: unknown; cursor?: unknown }): Promise<ObservedSchemaAnswer> {
+    const limit = limitParam(query.limit, SCHEMA_PAGE.defaultEvents, SCHEMA_PAGE.maxEvents);
+    const cursor = query.cursor;
+    const after = typeof cursor === 'string' && cursor !== '' ? decodeSchemaCursor(cursor) : undefined;
+    if (typeof cursor === 'string' && cursor !== '' && after === undefined) throw new ApiError('invalid_request', 'cursor is not one this API gave');
+    return this.readSchema(sourceId, query, { after, limit, paths: SCHEMA_PAGE.paths });
+  }
+
+  private async readSchema(
+    sourceId: string,
+    query: { since?: unknown; until?: unknown },
+    page: { after: ReturnType<typeof decodeSchemaCursor>; limit: number; paths: number },
+  ): Promise<ObservedSchemaAnswer> {
     await this.requireSource(sourceId);
     const now = this.now();
     const until = timeParam(query.until, 'until') ?? now;
-    const since = timeParam(query.since, 'since') ?? until - DEFAULT_SCHEMA_PERIOD_MS;
+    const since = timeParam(query.since, 'since') ?? Math.max(MIN_TIME_MS, until - DEFAULT_SCHEMA_PERIOD_MS);
     if (since > until) throw new ApiError('invalid_request', 'since must not be after until');
     const fromDay = dayOf(since);
     const toDay = dayOf(until);
-    const view = observedSchemaView(await this.store.observedSchema(sourceId, fromDay, toDay));
-    return { sourceId, from: new Date(fromDay).toISOString(), to: new Date(toDay + DAY_MS).toISOString(), limits: SCHEMA_LIMITS, ...view };
+    const days = observedDays(fromDay, toDay, now);
+    const { events, unrecordedMessages } = await this.store.observedEvents(sourceId, days, page.after, page.limit + 1);
+    const builder = new ObservedSchemaPage(events, page.limit, page.paths, unrecordedMessages);
+    for (let next = builder.next(); next.length > 0; next = builder.next()) {
+      builder.add(await this.store.observedPaths(sourceId, days, next, OBSERVED_BOUNDS.pathsPerEvent + 1));
+    }
+    // `to` is the end of until's day; that of 9999-12-31 would be in year 10000: the last time the API takes instead.
+    const to = Math.min(toDay + DAY_MS, MAX_TIME_MS);
+    return { sourceId, from: new Date(fromDay).toISOString(), to: new Date(to).toISOString(), limits: SCHEMA_LIMITS, ...builder.view() };
   }
 
   /** Violation counts since `since` (by default the last 24 hours), by hour: the hour holding `since` counts whole. */
@@ -83,10 +114,17 @@ export class TrackingPlanAdmin {
     return { sourceId, since: new Date(since).toISOString(), plan: plan === undefined ? null : { id: plan.id, version: plan.version }, limits: VIOLATION_LIMITS, ...view };
   }
 
-  /** A plan drafted from the observed schema of the period (as {@link observedSchema}); not stored: edit it, then PUT it. */
+  /**
+   * A plan drafted from the observed schema of the period (as {@link observedSchema});
+   * not stored: edit it, then PUT it. Made from the most frequent events
+   * while their paths fit in {@link DRAFT_PAGE}; the name says when events
+   * were left out.
+   */
   async draftFromSchema(sourceId: string, query: { since?: unknown; until?: unknown }): Promise<JsonObject> {
-    const observed = await this.observedSchema(sourceId, query);
-    const draft = draftPlan(observed, `Drafted from ${observed.from.slice(0, 10)} to ${observed.to.slice(0, 10)}`);
+    const observed = await this.readSchema(sourceId, query, { after: undefined, limit: DRAFT_PAGE.events, paths: DRAFT_PAGE.paths });
+    const period = `${observed.from.slice(0, 10)} to ${observed.to.slice(0, 10)}`;
+    const name = observed.cursor === undefined ? `Drafted from ${period}` : `Drafted from ${period}: the ${observed.events.length} most frequent events only (more were received)`;
+    const draft = draftPlan(observed, name);
     try {
       parseTrackingPlan(draft);
     } catch (error) {
@@ -106,7 +144,14 @@ export class TrackingPlanAdmin {
 const DEFAULT_SCHEMA_PERIOD_MS = 7 * DAY_MS;
 
 /** The bounds the answers are kept within, so a client can tell a cap from the traffic. */
-const SCHEMA_LIMITS = { eventsPerSourceAndDay: OBSERVED_BOUNDS.eventsPerSource, pathsPerEvent: OBSERVED_BOUNDS.pathsPerEvent, depth: OBSERVED_BOUNDS.depth, retentionDays: OBSERVED_BOUNDS.retentionDays };
+const SCHEMA_LIMITS = {
+  eventsPerSourceAndDay: OBSERVED_BOUNDS.eventsPerSource,
+  pathsPerEvent: OBSERVED_BOUNDS.pathsPerEvent,
+  depth: OBSERVED_BOUNDS.depth,
+  retentionDays: OBSERVED_BOUNDS.retentionDays,
+  eventsPerPage: SCHEMA_PAGE.maxEvents,
+  pathsPerPage: SCHEMA_PAGE.paths,
+};
 const VIOLATION_LIMITS = { rowsPerSourceAndHour: VIOLATION_BOUNDS.rowsPerSource, violationsPerMessage: PLAN_BOUNDS.violationsPerMessage };
 
 export type ObservedSchemaAnswer = ObservedSchemaView & { readonly sourceId: string; readonly from: string; readonly to: string; readonly limits: typeof SCHEMA_LIMITS };

@@ -37,7 +37,15 @@ const periodQuery: JsonSchema = {
   type: 'object',
   properties: {
     since: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted from the start of its UTC day. Default: 7 days before until' },
-    until: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted to the end of its UTC day. Default: now' },
+    until: { type: 'string', description: 'ISO-8601 time or epoch ms, 1970 to 9999; counted to the end of its UTC day (to: at most 9999-12-31T23:59:59.999Z). Default: now' },
+  },
+};
+const schemaQuery: JsonSchema = {
+  type: 'object',
+  properties: {
+    ...(periodQuery['properties'] as Record<string, unknown>),
+    limit: { type: 'string', description: 'Events per page, 1 to 1000. Default: 100. A page also holds at most 2,000 paths across its events (at least one event)' },
+    cursor: { type: 'string', description: 'The `cursor` of the previous page' },
   },
 };
 const jsonTypes = { type: 'array', items: { enum: ['string', 'integer', 'number', 'boolean', 'object', 'array', 'null'] } };
@@ -64,7 +72,14 @@ const observedSchema: JsonSchema = {
         },
       },
     },
-    truncated: { type: 'object', properties: { events: { type: 'boolean' }, unrecordedMessages: { type: 'integer' } } },
+    truncated: {
+      type: 'object',
+      properties: {
+        events: { type: 'boolean', description: 'Not every event of the period is in this answer: more pages follow (`cursor`), or events went unrecorded past the daily cap' },
+        unrecordedMessages: { type: 'integer' },
+      },
+    },
+    cursor: { type: 'string', description: 'Pass it as `cursor` for the next page; absent on the last page' },
     limits: { type: 'object', additionalProperties: { type: 'integer' } },
   },
 };
@@ -121,15 +136,15 @@ export const TRACKING_PLAN_SCHEMAS = documented({
     'x-errors': ['invalid_request', 'not_found'],
   },
   schema: {
-    summary: 'What the source has received: each call type and event with its count, each property path with the JSON types seen and a count',
+    summary: 'What the source has received: each call type and event with its count, each property path with the JSON types seen and a count; paged',
     tags: ['tracking plans'],
     params: idParams,
-    querystring: periodQuery,
-    'x-responses': { 200: ok('The observed schema of the period', observedSchema) },
+    querystring: schemaQuery,
+    'x-responses': { 200: ok('A page of the observed schema of the period: events biggest count first, and a cursor for the next page when there is more', observedSchema) },
     'x-errors': ['invalid_request', 'not_found'],
   },
   fromSchema: {
-    summary: "Draft a tracking plan from the source's observed schema (not stored: edit it, then PUT it)",
+    summary: "Draft a tracking plan from the source's observed schema: its most frequent events, up to 2,000 paths (not stored: edit it, then PUT it)",
     tags: ['tracking plans'],
     params: idParams,
     querystring: periodQuery,
@@ -145,7 +160,7 @@ export function trackingPlanRoutes(plans: TrackingPlanAdmin): (app: FastifyInsta
     app.post<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.create }, async (request, reply) => reply.code(201).send(await plans.put(request.params.id, request.body)));
     app.put<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.replace }, async (request) => plans.put(request.params.id, request.body));
     app.get<{ Params: { id: string } }>(path, { schema: TRACKING_PLAN_SCHEMAS.get }, async (request) => plans.get(request.params.id));
-    type Period = { Params: { id: string }; Querystring: { since?: string; until?: string } };
+    type Period = { Params: { id: string }; Querystring: { since?: string; until?: string; limit?: string; cursor?: string } };
     app.get<Period>(`${path}/violations`, { schema: TRACKING_PLAN_SCHEMAS.violations }, async (request) => plans.violations(request.params.id, request.query));
     app.post<Period>(`${path}/from-schema`, { schema: TRACKING_PLAN_SCHEMAS.fromSchema }, async (request) => plans.draftFromSchema(request.params.id, request.query));
     app.get<Period>('/sources/:id/schema', { schema: TRACKING_PLAN_SCHEMAS.schema }, async (request) => plans.observedSchema(request.params.id, request.query));

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { ApiError } from '../errors.js';
-import type { CliKit } from './admin-client.js';
+import type { ObservedSchemaAnswer } from '../admin/tracking-plan-admin.js';
+import type { AdminClient, CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 
 export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source's tracking plan (current version)
@@ -10,10 +11,11 @@ export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source'
                                  remove the source's tracking plan
   tracking-plans violations SOURCE_ID [--since TIME]
                                  violation counts per event and type, with the latest example (default: last 24 h)
-  tracking-plans schema SOURCE_ID [--since TIME] [--until TIME]
-                                 what the source received: events, property paths, JSON types, counts (default: last 7 days)
+  tracking-plans schema SOURCE_ID [--since TIME] [--until TIME] [--limit N] [--cursor C | --all]
+                                 what the source received: events, property paths, JSON types, counts (default: last 7 days),
+                                 a page of events (biggest count first; "cursor" names the next); --all reads every page
   tracking-plans draft SOURCE_ID [--since TIME] [--until TIME]
-                                 a plan drafted from the observed schema (printed, not stored: edit it, then set it)
+                                 a plan drafted from the observed schema's most frequent events (printed, not stored: edit it, then set it)
 `;
 
 /**
@@ -22,12 +24,11 @@ export const TRACKING_PLAN_USAGE = `  tracking-plans get SOURCE_ID   the source'
  * config poll.
  */
 export async function trackingPlanCommand(argv: readonly string[], kit: CliKit): Promise<void> {
-  const { words, flags } = parseArgs(argv, new Set());
+  const { words, flags } = parseArgs(argv, new Set(['all']));
   const file = flags['file'];
   const period = { since: flags['since'], until: flags['until'] };
-  delete flags['file'];
-  delete flags['since'];
-  delete flags['until'];
+  const page = { limit: flags['limit'], cursor: flags['cursor'], all: flags['all'] };
+  for (const own of ['file', 'since', 'until', 'limit', 'cursor', 'all']) delete flags[own];
   const [, action, sourceId] = words;
   if (sourceId === undefined) throw kit.usageError('missing SOURCE_ID');
   switch (action) {
@@ -52,12 +53,30 @@ export async function trackingPlanCommand(argv: readonly string[], kit: CliKit):
     case 'violations':
       return kit.withAdmin(flags, (admin) => admin.trackingPlans.violations(sourceId, { since: period.since }));
     case 'schema':
-      return kit.withAdmin(flags, (admin) => admin.trackingPlans.observedSchema(sourceId, period));
+      if (page.all !== undefined && page.cursor !== undefined) throw kit.usageError('--all reads every page from the first: drop --cursor');
+      return kit.withAdmin(flags, (admin) => observedSchema(admin, sourceId, { ...period, limit: page.limit, cursor: page.cursor }, page.all !== undefined));
     case 'draft':
       return kit.withAdmin(flags, (admin) => admin.trackingPlans.draftFromSchema(sourceId, period));
     default:
       throw kit.usageError(`unknown tracking-plans command ${JSON.stringify(action ?? '')}`);
   }
+}
+
+/** One page of the observed schema, saying on stderr how to read the next; or (`all`) every page, as one answer. */
+async function observedSchema(admin: AdminClient, sourceId: string, query: { since?: unknown; until?: unknown; limit?: unknown; cursor?: unknown }, all: boolean): Promise<ObservedSchemaAnswer> {
+  const first = await admin.trackingPlans.observedSchema(sourceId, query);
+  if (!all) {
+    if (first.cursor !== undefined) process.stderr.write(`switchyard: ${first.events.length} events on this page, more after it: add --cursor ${first.cursor} (or --all)\n`);
+    return first;
+  }
+  const events = [...first.events];
+  for (let cursor = first.cursor; cursor !== undefined; ) {
+    const next = await admin.trackingPlans.observedSchema(sourceId, { ...query, cursor });
+    events.push(...next.events);
+    cursor = next.cursor;
+  }
+  const { cursor: _, ...rest } = first;
+  return { ...rest, events, truncated: { events: first.truncated.unrecordedMessages > 0, unrecordedMessages: first.truncated.unrecordedMessages } };
 }
 
 async function readStdin(): Promise<string> {

@@ -1,5 +1,5 @@
 import type { MessageStatus } from '../domain/message.js';
-import { ObservedBatch, type ObservedRows } from '../domain/observed-schema.js';
+import { ObservedBatch, type ObservedEventRow, type ObservedPathRow, type ObservedPosition } from '../domain/observed-schema.js';
 import { ViolationBatch, type ViolationRows } from '../domain/plan-violation-counts.js';
 import type { IngestEntry } from './records.js';
 
@@ -10,8 +10,15 @@ import type { IngestEntry } from './records.js';
  * (src/domain/observed-schema.ts, src/domain/plan-violation-counts.ts).
  */
 export interface ObservationStore {
-  /** The source's observed schema summed over the UTC days `fromDay` … `toDay` (day starts, inclusive). */
-  observedSchema(sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows>;
+  /**
+   * The source's events summed over `days` (day starts; at most about 32,
+   * see observedDays), biggest count first, then by type and event in code
+   * point order; those after `after` in that order, at most `limit`; and the
+   * messages of those days the caps left unrecorded.
+   */
+  observedEvents(sourceId: string, days: readonly number[], after: ObservedPosition | undefined, limit: number): Promise<{ events: ObservedEventRow[]; unrecordedMessages: number }>;
+  /** The first `perEvent` paths (in code point order) of each of `events`, summed over `days`; only those events' rows are read. */
+  observedPaths(sourceId: string, days: readonly number[], events: ReadonlyArray<{ type: string; event: string }>, perEvent: number): Promise<ObservedPathRow[]>;
   /** The source's violation counts summed over the hours from `sinceHour` on, each key with its latest example. */
   violationCounts(sourceId: string, sinceHour: number): Promise<ViolationRows>;
   /** Deletes observed-schema days before `schemaBefore` and violation hours before `violationsBefore`; resolves how many rows went. */

@@ -68,6 +68,7 @@ function describeTimesAndLimits(name: string, flags: () => Record<string, string
       for (const since of ['0', '1970-01-01T00:00:00Z', '2026-01-31', '2026-01-31T12:00:00.123+01:00', '1767225600000']) {
         const answer = await sy.admin('GET', `/sources/${sourceId}/schema?since=${encodeURIComponent(since)}&until=253402300799999`);
         assert.equal(answer.status, 200, `${since}: ${JSON.stringify(answer.body)}`);
+        assert.equal(answer.body.to, '9999-12-31T23:59:59.999Z', 'the end of the last day, within the range');
       }
       const latest = await sy.admin('GET', `/sources/${sourceId}/tracking-plan/violations?since=9999-12-31T23:59:59.999Z`);
       assert.equal(latest.status, 200, JSON.stringify(latest.body));

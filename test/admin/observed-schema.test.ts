@@ -8,7 +8,11 @@ type Observed = {
   to: string;
   events: { type: string; event: string | null; count: number; in: string | null; paths: { path: string; types: string[]; count: number }[]; pathsTruncated: boolean }[];
   truncated: { events: boolean; unrecordedMessages: number };
+  cursor?: string;
+  limits: Record<string, number>;
 };
+
+const PATHS_PER_PAGE = 2_000;
 
 /** The observed schema end to end (Tracking API in, admin API out), on whichever store `flags` choose. */
 function observedSuite(name: string, flags: () => Record<string, string>): void {
@@ -27,6 +31,21 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       return answer.body as Observed;
     };
     const eventOf = (observed: Observed, type: string, event: string | null) => observed.events.find((e) => e.type === type && e.event === event);
+    const pathsOf = (observed: Observed) => observed.events.reduce((sum, e) => sum + e.paths.length, 0);
+    /** Every page from the first, each checked against the bounds; their events in one answer. */
+    const walk = async (id: string, query = '', limit = 100): Promise<{ all: Observed; pages: Observed[] }> => {
+      const pages: Observed[] = [];
+      for (let cursor: string | undefined = ''; cursor !== undefined; cursor = pages[pages.length - 1]!.cursor) {
+        const page = await schemaOf(id, `?limit=${limit}${cursor === '' ? '' : `&cursor=${cursor}`}${query}`);
+        assert.ok(page.events.length >= 1 || pages.length === 0, 'a page that says more holds an event');
+        assert.ok(page.events.length <= limit, `${page.events.length} events on a page of ${limit}`);
+        assert.ok(pathsOf(page) <= PATHS_PER_PAGE, `${pathsOf(page)} paths on a page`);
+        assert.equal(page.truncated.events, page.cursor !== undefined || page.truncated.unrecordedMessages > 0);
+        pages.push(page);
+        assert.ok(pages.length <= 10_000);
+      }
+      return { all: { ...pages[0]!, events: pages.flatMap((p) => p.events), cursor: undefined }, pages };
+    };
 
     it('lists each call type and event with its count, and each path with the JSON types seen and a count', async () => {
       const source = await sy.createSource('shapes');
@@ -113,12 +132,13 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       names.push({ type: 'track', userId: 'u', event: 'E0' });
       assert.equal((await sy.send('/v1/batch', source.writeKey, { batch: names })).status, 200);
       let observed = await schemaOf(source.id);
-      assert.equal(observed.events.length, 2_000);
+      assert.equal(observed.events.length, 100, 'a page of 100 by default');
       assert.deepEqual(observed.truncated, { events: true, unrecordedMessages: 1 });
       assert.equal(eventOf(observed, 'track', 'E0')!.count, 2);
+      assert.equal((await walk(source.id, '', 1_000)).all.events.length, 2_000);
       // A name already recorded keeps counting; a new one (a batch later) is not recorded.
       await sy.send('/v1/batch', source.writeKey, { batch: [{ type: 'track', userId: 'u', event: 'E0' }, { type: 'track', userId: 'u', event: 'Brand New' }] });
-      observed = await schemaOf(source.id);
+      observed = (await walk(source.id, '', 1_000)).all;
       assert.equal(eventOf(observed, 'track', 'E0')!.count, 3);
       assert.equal(eventOf(observed, 'track', 'Brand New'), undefined);
       assert.deepEqual(observed.truncated, { events: true, unrecordedMessages: 2 });
@@ -141,6 +161,72 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       const veryWide = eventOf(await schemaOf(wide.id), 'track', 'Very Wide')!;
       assert.equal(veryWide.paths.length, 200);
       assert.equal(veryWide.pathsTruncated, true);
+    });
+
+    it('answers a bounded page (events and paths) when the store holds more, and its cursors walk every event exactly once', { timeout: 60_000 }, async () => {
+      const source = await sy.createSource('paged');
+      const wide = (i: number) => Object.fromEntries(Array.from({ length: 200 }, (_, k) => [`w${i}_${k}`, k]));
+      // 15 events of 200 paths (3,000, past a page's 2,000) and 40 small ones, with tied counts.
+      const batch = [
+        ...Array.from({ length: 15 }, (_, i) => ({ type: 'track', userId: 'u', event: `Wide ${i}`, properties: wide(i) })),
+        ...Array.from({ length: 40 }, (_, i) => Array.from({ length: 1 + (i % 4) }, () => ({ type: 'track', userId: 'u', event: `Small ${i}`, properties: { a: i } }))).flat(),
+        { type: 'identify', userId: 'u', traits: { email: 'a@example.com' } },
+      ];
+      assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+      const expected = [
+        ...Array.from({ length: 15 }, (_, i) => `track/Wide ${i}/1`),
+        ...Array.from({ length: 40 }, (_, i) => `track/Small ${i}/${1 + (i % 4)}`),
+        'identify/null/1',
+      ].sort();
+
+      const first = await schemaOf(source.id);
+      assert.ok(first.cursor !== undefined, 'cut by the path budget though under the event limit');
+      assert.equal(first.truncated.events, true);
+      assert.ok(pathsOf(first) <= PATHS_PER_PAGE && pathsOf(first) > 0);
+      assert.equal(first.limits['pathsPerPage'], PATHS_PER_PAGE);
+      for (const limit of [1, 7, 100]) {
+        const { all, pages } = await walk(source.id, '', limit);
+        const listed = all.events.map((e) => `${e.type}/${e.event}/${e.count}`);
+        assert.deepEqual([...listed].sort(), expected, `limit ${limit}: each event exactly once`);
+        assert.ok(all.events.every((e, i) => i === 0 || all.events[i - 1]!.count >= e.count), 'biggest count first, across pages');
+        assert.equal(pages[pages.length - 1]!.truncated.events, false, 'the last page says nothing more');
+        for (const e of all.events) assert.equal(e.paths.length, e.event?.startsWith('Wide') === true ? 200 : 1);
+        if (limit === 100) assert.ok(pages.length >= 2, 'the path budget cut a page');
+      }
+      const bad = await sy.admin('GET', `/sources/${source.id}/schema?cursor=not-a-cursor!`);
+      assert.equal(bad.status, 400);
+      assert.match(bad.body.error.message, /cursor/);
+      assert.equal((await sy.admin('GET', `/sources/${source.id}/schema?cursor=${Buffer.from('[1,2]').toString('base64url')}`)).status, 400);
+      for (const limit of ['0', '1001', '1e2']) assert.equal((await sy.admin('GET', `/sources/${source.id}/schema?limit=${limit}`)).status, 400, `limit=${limit}`);
+    });
+
+    it('counts whole UTC days within the times the API takes: to is at most 9999-12-31T23:59:59.999Z, the default since not before 1970', async () => {
+      const source = await sy.createSource('edges');
+      for (const until of ['9999-12-31T00:00:00Z', '253402300799999']) {
+        const last = await schemaOf(source.id, `?until=${until}`);
+        assert.deepEqual([last.from, last.to], ['9999-12-24T00:00:00.000Z', '9999-12-31T23:59:59.999Z'], 'not +010000-01-01');
+      }
+      const drafted = await sy.admin('POST', `/sources/${source.id}/tracking-plan/from-schema?since=9999-12-31&until=9999-12-31T23:59:59.999Z`);
+      assert.equal(drafted.status, 200, JSON.stringify(drafted.body));
+      assert.equal(drafted.body.name, 'Drafted from 9999-12-31 to 9999-12-31');
+      const before = await schemaOf(source.id, '?since=9999-12-30T00:00:00Z&until=9999-12-30T23:59:59.999Z');
+      assert.deepEqual([before.from, before.to], ['9999-12-30T00:00:00.000Z', '9999-12-31T00:00:00.000Z']);
+      const early = await schemaOf(source.id, '?until=1000');
+      assert.deepEqual([early.from, early.to], ['1970-01-01T00:00:00.000Z', '1970-01-02T00:00:00.000Z'], 'the default since is not before 1970');
+    });
+
+    it('drafts a plan from the most frequent events within its path budget, and says when it left events out', { timeout: 60_000 }, async () => {
+      const source = await sy.createSource('draft-bounded');
+      const wide = (i: number) => Object.fromEntries(Array.from({ length: 200 }, (_, k) => [`p${k}`, i]));
+      // 12 events of 200 paths: 2,400, past a draft's 2,000. Event i is sent 12 - i times.
+      for (let i = 0; i < 12; i++) {
+        const batch = Array.from({ length: 12 - i }, () => ({ type: 'track', userId: 'u', event: `E${i}`, properties: wide(i) }));
+        assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+      }
+      const drafted = await sy.admin('POST', `/sources/${source.id}/tracking-plan/from-schema`);
+      assert.equal(drafted.status, 200, JSON.stringify(drafted.body).slice(0, 300));
+      assert.deepEqual(Object.keys(drafted.body.events), Array.from({ length: 10 }, (_, i) => `E${i}`), 'the 10 most frequent: 2,000 paths');
+      assert.match(drafted.body.name, /the 10 most frequent events only/);
     });
 
     it('drafts a plan from it that, once put, accepts the observed events and flags a new property', async () => {

@@ -43,3 +43,27 @@ it('switchyard tracking-plans schema / draft / violations read what the server o
   assert.equal(counted.json.violations[0].event, 'Viewed');
   assert.equal((await runCli(['tracking-plans', 'violations', source.id, '--since', 'soon', ...store])).code, 1);
 });
+
+it('switchyard tracking-plans schema pages: --limit and --cursor, a note on stderr when cut, --all for every page', { timeout: 60_000 }, async () => {
+  const source = await sy.createSource('cli-paged');
+  const store = ['--data-dir', sy.dataDir];
+  const batch = [3, 2, 1].flatMap((times, i) => Array.from({ length: times }, () => ({ type: 'track', userId: 'u', event: `E${i}`, properties: { i } })));
+  assert.equal((await sy.send('/v1/batch', source.writeKey, { batch })).status, 200);
+
+  const first = await runCli(['tracking-plans', 'schema', source.id, '--limit', '2', ...store]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.deepEqual(first.json.events.map((e: { event: string }) => e.event), ['E0', 'E1']);
+  assert.equal(typeof first.json.cursor, 'string');
+  assert.match(first.stderr, new RegExp(`--cursor ${first.json.cursor}`));
+  const next = await runCli(['tracking-plans', 'schema', source.id, '--limit', '2', '--cursor', first.json.cursor, ...store]);
+  assert.deepEqual(next.json.events.map((e: { event: string }) => e.event), ['E2']);
+  assert.equal(next.json.cursor, undefined);
+  assert.doesNotMatch(next.stderr, /--cursor/);
+
+  const all = await runCli(['tracking-plans', 'schema', source.id, '--all', '--limit', '1', ...store]);
+  assert.equal(all.code, 0, all.stderr);
+  assert.deepEqual(all.json.events.map((e: { event: string; count: number }) => [e.event, e.count]), [['E0', 3], ['E1', 2], ['E2', 1]]);
+  assert.equal(all.json.cursor, undefined);
+  assert.equal(all.json.truncated.events, false);
+  assert.equal((await runCli(['tracking-plans', 'schema', source.id, '--cursor', 'nope!', ...store])).code, 1);
+});

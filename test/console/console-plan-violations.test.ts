@@ -124,6 +124,29 @@ describeBrowser('the console: tracking plan violation counts and observed schema
     assert.deepEqual(stored.events, drafted.events);
   });
 
+  it('pages through the observed schema: 100 events a page, Next and Previous', async () => {
+    const paged = await sy.createSource('paged');
+    // 101 events: E000 sent twice (first), then E001 … E100 once each (by name).
+    const batch = [{ type: 'track', userId: 'u', event: 'E000' }, ...Array.from({ length: 101 }, (_, i) => ({ type: 'track', userId: 'u', event: `E${String(i).padStart(3, '0')}` }))];
+    assert.equal((await sy.send('/v1/batch', paged.writeKey, { batch })).status, 200);
+    // The page lists the sources it loaded: load it again for the new one.
+    await page.reload();
+    await page.getByLabel('Source').selectOption(paged.id);
+    const summaries = observed().locator('summary');
+    await observed().getByText('track E000: 2 messages').waitFor();
+    assert.equal(await summaries.count(), 100);
+    await observed().getByRole('button', { name: 'Next events' }).click();
+    await observed().getByText('track E100: 1 message').waitFor();
+    assert.deepEqual(await summaries.allTextContents(), ['track E100: 1 message, 0 properties paths']);
+    assert.equal(await observed().getByRole('button', { name: 'Next events' }).count(), 0, 'the last page');
+    await observed().getByRole('button', { name: 'Previous events' }).click();
+    await observed().getByText('track E000: 2 messages').waitFor();
+    assert.equal(await summaries.count(), 100);
+    await page.getByLabel('Source').selectOption(source.id);
+    await observed().getByText('track Order Completed: 5 messages').waitFor();
+    assert.equal(await observed().getByRole('button', { name: 'Previous events' }).count(), 0, 'another source starts at its first page');
+  });
+
   it('raised no script error in the page', () => {
     assert.deepEqual(session.pageErrors, []);
   });

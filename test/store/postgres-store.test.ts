@@ -9,6 +9,7 @@ import { describePostgres, freshDatabase, type FreshDatabase, listenerPids, quer
 import { addSource, storeEntry, T0 } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 import { describeEngageContract } from './engage-contract.js';
+import { describeObservedContract } from './observed-contract.js';
 import { describeRegulationsContract } from './regulations-contract.js';
 import { describeReplaysContract } from './replays-contract.js';
 import { describeStoreContract } from './store-contract.js';
@@ -35,6 +36,7 @@ await describePostgres('PostgreSQL store', () => {
   describeReplaysContract('postgres', openFresh);
   describeEngageContract('postgres', openFresh);
   describeTrafficContract('postgres', openFresh);
+  describeObservedContract('postgres', openFresh);
 
   describe('PostgreSQL specifics', { timeout: 120_000 }, () => {
     let db: FreshDatabase;

@@ -24,7 +24,9 @@ interface ObservedSchemaAnswer {
   readonly to: string;
   readonly events: ReadonlyArray<ObservedEvent>;
   readonly truncated: { readonly events: boolean; readonly unrecordedMessages: number };
-  readonly limits: { readonly eventsPerSourceAndDay: number; readonly pathsPerEvent: number; readonly depth: number };
+  /** The next page's; absent on the last. */
+  readonly cursor?: string;
+  readonly limits: { readonly eventsPerSourceAndDay: number; readonly pathsPerEvent: number; readonly depth: number; readonly pathsPerPage: number };
 }
 
 interface ObservedEvent {
@@ -104,14 +106,22 @@ export function ViolationCounts({ sourceId, planVersion }: { sourceId: string; p
   );
 }
 
+/** Events per page; a page also holds at most `limits.pathsPerPage` paths (fewer events when they have many). */
+const PAGE_SIZE = 100;
+
 /**
  * What the source actually received over the last 7 days: each call type and
  * event with its count and, a click away, its property paths with the JSON
- * types seen. The paths of an event are rendered only once it is opened: a
- * source may have 2,000 events of 200 paths each.
+ * types seen, a page at a time with the API's cursor (a source may have
+ * 2,000 events a day of 200 paths each). The paths of an event are rendered
+ * only once it is opened.
  */
 export function ObservedSchema({ sourceId }: { sourceId: string }) {
-  const { value, error, reload } = useLoad(() => api<ObservedSchemaAnswer>('GET', `/sources/${sourceId}/schema`), [sourceId]);
+  // The cursors of the pages before this one (the first page has none), so "Previous" can go back.
+  const [cursors, setCursors] = useState<Array<string | undefined>>([undefined]);
+  const cursor = cursors.at(-1);
+  const query = new URLSearchParams({ limit: String(PAGE_SIZE), ...(cursor !== undefined && { cursor }) });
+  const { value, error, reload } = useLoad(() => api<ObservedSchemaAnswer>('GET', `/sources/${encodeURIComponent(sourceId)}/schema?${query.toString()}`), [sourceId, cursor]);
   return (
     <section class="panel" aria-labelledby="observed-title">
       <h2 id="observed-title">Observed schema</h2>
@@ -120,10 +130,12 @@ export function ObservedSchema({ sourceId }: { sourceId: string }) {
         <>
           <p>
             {value.events.length === 0
-              ? `Nothing received from ${formatTime(value.from)} to ${formatTime(value.to)}.`
-              : `What the source received from ${formatTime(value.from)} to ${formatTime(value.to)} (whole UTC days), before the plan changed anything; biggest first.`}
+              ? cursors.length > 1
+                ? 'No more events.'
+                : `Nothing received from ${formatTime(value.from)} to ${formatTime(value.to)}.`
+              : `What the source received from ${formatTime(value.from)} to ${formatTime(value.to)} (whole UTC days), before the plan changed anything; biggest first${cursors.length > 1 || value.cursor !== undefined ? `, page ${cursors.length}` : ''}.`}
           </p>
-          {value.truncated.events && (
+          {value.truncated.unrecordedMessages > 0 && (
             <p class="warning">
               Past {count(value.limits.eventsPerSourceAndDay)} events a day, {count(value.truncated.unrecordedMessages)} messages of further events were not recorded.
             </p>
@@ -137,9 +149,21 @@ export function ObservedSchema({ sourceId }: { sourceId: string }) {
           )}
         </>
       )}
-      <button type="button" class="secondary" onClick={reload}>
-        Refresh the observed schema
-      </button>
+      <nav class="row" aria-label="Pages of the observed schema">
+        {cursors.length > 1 && (
+          <button type="button" class="secondary" onClick={() => setCursors((all) => all.slice(0, -1))}>
+            Previous events
+          </button>
+        )}
+        {value?.cursor !== undefined && (
+          <button type="button" class="secondary" onClick={() => setCursors((all) => [...all, value.cursor])}>
+            Next events
+          </button>
+        )}
+        <button type="button" class="secondary" onClick={reload}>
+          Refresh the observed schema
+        </button>
+      </nav>
     </section>
   );
 }

@@ -200,7 +200,7 @@ function PlanEditor({ sourceId, sourceName }: { sourceId: string; sourceName: st
       </form>
       <Status>{notice}</Status>
       {preview !== undefined && <PlanPreview preview={preview} />}
-      <ObservedSchema sourceId={sourceId} />
+      <ObservedSchema key={sourceId} sourceId={sourceId} />
     </>
   );
 }

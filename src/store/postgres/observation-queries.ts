@@ -1,7 +1,7 @@
 // The observed schema and violation counts (see src/store/observation-records.ts), written inside the processing transaction.
 import type pg from 'pg';
 import type { MessageStatus } from '../../domain/message.js';
-import { capObserved, eventKey, type ObservedRows, pathKey, UNRECORDED_TYPE } from '../../domain/observed-schema.js';
+import { capObserved, eventKey, type ObservedEventRow, type ObservedPathRow, type ObservedPosition, pathKey, UNRECORDED_TYPE } from '../../domain/observed-schema.js';
 import { capViolations, type ViolationRows, violationRowKey } from '../../domain/plan-violation-counts.js';
 import { observeEntries } from '../observation-records.js';
 import type { IngestEntry } from '../store.js';
@@ -118,21 +118,55 @@ export async function recordObservations(client: pg.ClientBase, entries: readonl
   });
 }
 
-export async function observedSchema(pool: pg.Pool, sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows> {
-  const [events, paths] = await Promise.all([
+/**
+ * `day = ANY($2)`: one index descent per day on the primary key (source,
+ * day, type, event…). COLLATE "C": code point order, as SQLite's BINARY,
+ * whatever the database's collation.
+ */
+export async function observedEvents(
+  pool: pg.Pool,
+  sourceId: string,
+  days: readonly number[],
+  after: ObservedPosition | undefined,
+  limit: number,
+): Promise<{ events: ObservedEventRow[]; unrecordedMessages: number }> {
+  if (days.length === 0) return { events: [], unrecordedMessages: 0 };
+  const [events, unrecorded] = await Promise.all([
     pool.query<{ type: string; event: string; count: string; pt: boolean }>(
-      `SELECT type, event, sum(count) AS count, bool_or(paths_truncated) AS pt FROM observed_events WHERE source_id = $1 AND day BETWEEN $2 AND $3 GROUP BY type, event`,
-      [sourceId, fromDay, toDay],
+      `SELECT type, event, sum(count) AS count, bool_or(paths_truncated) AS pt FROM observed_events
+       WHERE source_id = $1 AND day = ANY($2::bigint[]) AND type <> '' GROUP BY type, event
+       HAVING $3::bigint IS NULL OR sum(count) < $3 OR (sum(count) = $3 AND (type COLLATE "C" > $4::text OR (type = $4::text AND event COLLATE "C" > $5::text)))
+       ORDER BY sum(count) DESC, type COLLATE "C", event COLLATE "C" LIMIT $6`,
+      [sourceId, days, after?.count ?? null, after?.type ?? null, after?.event ?? null, limit],
     ),
-    pool.query<{ type: string; event: string; path: string; types: number; count: string }>(
-      `SELECT type, event, path, bit_or(types) AS types, sum(count) AS count FROM observed_paths WHERE source_id = $1 AND day BETWEEN $2 AND $3 GROUP BY type, event, path`,
-      [sourceId, fromDay, toDay],
-    ),
+    pool.query<{ n: string }>(`SELECT coalesce(sum(count), 0) AS n FROM observed_events WHERE source_id = $1 AND day = ANY($2::bigint[]) AND type = ''`, [sourceId, days]),
   ]);
   return {
     events: events.rows.map((e) => ({ type: e.type, event: e.event, count: Number(e.count), pathsTruncated: e.pt })),
-    paths: paths.rows.map((p) => ({ type: p.type, event: p.event, path: p.path, types: p.types, count: Number(p.count) })),
+    unrecordedMessages: Number(unrecorded.rows[0]?.n ?? 0),
   };
+}
+
+/** Each event's first `perEvent` paths, one bounded lateral read per event, in one statement. */
+export async function observedPaths(
+  pool: pg.Pool,
+  sourceId: string,
+  days: readonly number[],
+  events: ReadonlyArray<{ type: string; event: string }>,
+  perEvent: number,
+): Promise<ObservedPathRow[]> {
+  if (days.length === 0 || events.length === 0) return [];
+  const { rows } = await pool.query<{ type: string; event: string; path: string; types: number; count: string }>(
+    `SELECT k.type, k.event, p.path, p.types, p.count
+     FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS k(type, event, ord)
+     CROSS JOIN LATERAL (
+       SELECT path, bit_or(types) AS types, sum(count) AS count FROM observed_paths
+       WHERE source_id = $1 AND day = ANY($2::bigint[]) AND type = k.type AND event = k.event
+       GROUP BY path ORDER BY path COLLATE "C" LIMIT $5) p
+     ORDER BY k.ord, p.path COLLATE "C"`,
+    [sourceId, days, events.map((e) => e.type), events.map((e) => e.event), perEvent],
+  );
+  return rows.map((p) => ({ type: p.type, event: p.event, path: p.path, types: p.types, count: Number(p.count) }));
 }
 
 export async function violationCounts(pool: pg.Pool, sourceId: string, sinceHour: number): Promise<ViolationRows> {

@@ -1,5 +1,5 @@
 import * as observations from './observation-queries.js';
-import type { ObservedRows } from '../../domain/observed-schema.js';
+import type { ObservedEventRow, ObservedPathRow, ObservedPosition } from '../../domain/observed-schema.js';
 import type { ViolationRows } from '../../domain/plan-violation-counts.js';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -270,8 +270,12 @@ export class PostgresStore implements Store {
 
   // --- observed schema and violation counts ----------------------------------------------
 
-  async observedSchema(sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows> {
-    return observations.observedSchema(this.pool, sourceId, fromDay, toDay);
+  async observedEvents(sourceId: string, days: readonly number[], after: ObservedPosition | undefined, limit: number): Promise<{ events: ObservedEventRow[]; unrecordedMessages: number }> {
+    return observations.observedEvents(this.pool, sourceId, days, after, limit);
+  }
+
+  async observedPaths(sourceId: string, days: readonly number[], events: ReadonlyArray<{ type: string; event: string }>, perEvent: number): Promise<ObservedPathRow[]> {
+    return observations.observedPaths(this.pool, sourceId, days, events, perEvent);
   }
 
   async violationCounts(sourceId: string, sinceHour: number): Promise<ViolationRows> {

@@ -1,6 +1,6 @@
 // The observed schema and violation counts (see src/store/observation-records.ts), written inside the processing transaction.
 import type { Database, Statement } from 'better-sqlite3';
-import { capObserved, eventKey, type ObservedRows, pathKey, UNRECORDED_TYPE } from '../../domain/observed-schema.js';
+import { capObserved, eventKey, type ObservedEventRow, type ObservedPathRow, type ObservedPosition, pathKey, UNRECORDED_TYPE } from '../../domain/observed-schema.js';
 import { capViolations, type ViolationRows, violationRowKey } from '../../domain/plan-violation-counts.js';
 import type { Observations } from '../observation-records.js';
 
@@ -86,16 +86,41 @@ export class ObservationQueries {
     }
   }
 
-  observedSchema(sourceId: string, fromDay: number, toDay: number): ObservedRows {
+  /**
+   * `day IN (…)`: one index seek per day on the primary key (source, day,
+   * type, event…), so an event's rows are found without reading the day's
+   * other events. BINARY collation: code point order, as PostgreSQL's "C".
+   */
+  observedEvents(sourceId: string, days: readonly number[], after: ObservedPosition | undefined, limit: number): { events: ObservedEventRow[]; unrecordedMessages: number } {
+    if (days.length === 0) return { events: [], unrecordedMessages: 0 };
+    const inDays = `day IN (${days.map(() => '?').join(', ')})`;
+    const having = after === undefined ? '' : 'HAVING sum(count) < ? OR (sum(count) = ? AND (type > ? OR (type = ? AND event > ?)))';
     const events = this.db
-      .prepare(`SELECT type, event, sum(count) AS count, max(paths_truncated) AS pt FROM observed_events WHERE source_id = ? AND day BETWEEN ? AND ? GROUP BY type, event`)
-      .all(sourceId, fromDay, toDay) as Array<{ type: string; event: string; count: number; pt: number }>;
+      .prepare(`
+        SELECT type, event, sum(count) AS count, max(paths_truncated) AS pt FROM observed_events
+        WHERE source_id = ? AND ${inDays} AND type <> '' GROUP BY type, event ${having}
+        ORDER BY sum(count) DESC, type, event LIMIT ?`)
+      .all(sourceId, ...days, ...(after === undefined ? [] : [after.count, after.count, after.type, after.type, after.event]), limit) as Array<{
+      type: string;
+      event: string;
+      count: number;
+      pt: number;
+    }>;
+    const unrecorded = this.db.prepare(`SELECT coalesce(sum(count), 0) FROM observed_events WHERE source_id = ? AND ${inDays} AND type = ''`).pluck().get(sourceId, ...days) as number;
+    return { events: events.map((e) => ({ type: e.type, event: e.event, count: e.count, pathsTruncated: e.pt === 1 })), unrecordedMessages: unrecorded };
+  }
+
+  observedPaths(sourceId: string, days: readonly number[], events: ReadonlyArray<{ type: string; event: string }>, perEvent: number): ObservedPathRow[] {
+    if (days.length === 0 || events.length === 0) return [];
     // No bitwise-OR aggregate in SQLite: OR the per-bit maxima.
     const bits = [1, 2, 4, 8, 16, 32, 64].map((bit) => `max(types & ${bit})`).join(' | ');
-    const paths = this.db
-      .prepare(`SELECT type, event, path, ${bits} AS types, sum(count) AS count FROM observed_paths WHERE source_id = ? AND day BETWEEN ? AND ? GROUP BY type, event, path`)
-      .all(sourceId, fromDay, toDay) as Array<{ type: string; event: string; path: string; types: number; count: number }>;
-    return { events: events.map((e) => ({ type: e.type, event: e.event, count: e.count, pathsTruncated: e.pt === 1 })), paths };
+    const statement = this.db.prepare(`
+      SELECT type, event, path, ${bits} AS types, sum(count) AS count FROM observed_paths
+      WHERE source_id = ? AND day IN (${days.map(() => '?').join(', ')}) AND type = ? AND event = ?
+      GROUP BY path ORDER BY path LIMIT ?`);
+    const rows: ObservedPathRow[] = [];
+    for (const e of events) rows.push(...(statement.all(sourceId, ...days, e.type, e.event, perEvent) as ObservedPathRow[]));
+    return rows;
   }
 
   violationCounts(sourceId: string, sinceHour: number): ViolationRows {

@@ -51,7 +51,7 @@ import { MessageQueries } from './message-queries.js';
 import { RawQueries } from './raw-queries.js';
 import { observedAsBuilt } from '../observation-records.js';
 import { ObservationQueries } from './observation-queries.js';
-import type { ObservedRows } from '../../domain/observed-schema.js';
+import type { ObservedEventRow, ObservedPathRow, ObservedPosition } from '../../domain/observed-schema.js';
 import type { ViolationRows } from '../../domain/plan-violation-counts.js';
 import { TrafficQueries } from './traffic-queries.js';
 import { migrate } from './migrations.js';
@@ -328,8 +328,12 @@ export class SqliteStore implements Store {
 
   // --- observed schema and violation counts ----------------------------------------------
 
-  async observedSchema(sourceId: string, fromDay: number, toDay: number): Promise<ObservedRows> {
-    return this.observations.observedSchema(sourceId, fromDay, toDay);
+  async observedEvents(sourceId: string, days: readonly number[], after: ObservedPosition | undefined, limit: number): Promise<{ events: ObservedEventRow[]; unrecordedMessages: number }> {
+    return this.observations.observedEvents(sourceId, days, after, limit);
+  }
+
+  async observedPaths(sourceId: string, days: readonly number[], events: ReadonlyArray<{ type: string; event: string }>, perEvent: number): Promise<ObservedPathRow[]> {
+    return this.observations.observedPaths(sourceId, days, events, perEvent);
   }
 
   async violationCounts(sourceId: string, sinceHour: number): Promise<ViolationRows> {
