@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   transformation_in_use: 409,
   function_limit_reached: 409,
   function_name_taken: 409,
+  too_many_replays: 409,
   // Both
   route_not_found: 404,
   invalid_path: 400,

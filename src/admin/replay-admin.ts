@@ -1,5 +1,5 @@
 import { CALL_TYPES } from '../domain/message.js';
-import { MAX_REPLAY_AHEAD_MS, isFunctionReceiver } from '../domain/replay.js';
+import { MAX_REPLAY_AHEAD_MS, MAX_RUNNING_REPLAYS, isFunctionReceiver } from '../domain/replay.js';
 import { parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { ReplayRecord, Store } from '../store/store.js';
@@ -61,7 +61,15 @@ export class ReplayAdmin {
     const receivers = await this.checkReceivers(sourceId, stringList(body['receivers'], 'receivers', 5));
 
     const replay = { id: newReplayId(), sourceId, from, to, receivers, types, events, createdAt: now };
-    await this.store.createReplay(replay);
+    const refused = await this.store.createReplay(replay, MAX_RUNNING_REPLAYS);
+    if (refused !== undefined) {
+      const where = refused === 'source_limit' ? `source ${sourceId} already has ${MAX_RUNNING_REPLAYS.perSource} replays` : `${MAX_RUNNING_REPLAYS.total} replays of all sources are`;
+      const most = refused === 'source_limit' ? 'the most a source may have' : 'the most that may run at once';
+      throw new ApiError(
+        'too_many_replays',
+        `${where} running, ${most}: cancel one (POST /replays/:id/cancel; GET /sources/:id/replays lists them) or wait for one to finish`,
+      );
+    }
     this.options.onCreated?.();
     return viewReplay({ ...replay, status: 'running', cursor: 0, queued: 0, delivered: 0, failed: 0, updatedAt: now });
   }

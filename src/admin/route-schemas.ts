@@ -1,5 +1,5 @@
 import { MAX_ID_BYTES } from '../domain/normalize.js';
-import { MAX_REPLAY_AHEAD_MS } from '../domain/replay.js';
+import { MAX_REPLAY_AHEAD_MS, MAX_RUNNING_REPLAYS } from '../domain/replay.js';
 import { MAX_DEBUGGER_STREAMS } from './debugger-stream.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
@@ -411,7 +411,7 @@ export const DEBUGGER_SCHEMAS = documented({
 export const REPLAY_SCHEMAS = documented({
   create: {
     summary: 'Re-deliver the stored messages of a time range',
-    description: `The stored messages with from <= receivedAt < to. A replay runs until its to has passed, so to may be at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time (400 invalid_request beyond).`,
+    description: `The stored messages with from <= receivedAt < to. A replay runs until its to has passed, so to may be at most ${MAX_REPLAY_AHEAD_MS / 3_600_000} hours ahead of the server's time (400 invalid_request beyond). At most ${MAX_RUNNING_REPLAYS.perSource} replays of a source, and ${MAX_RUNNING_REPLAYS.total} in all, run at once (409 too_many_replays beyond: cancel one or wait for one to finish).`,
     tags: ['replays'],
     params: idParams,
     body: {
@@ -426,7 +426,7 @@ export const REPLAY_SCHEMAS = documented({
       required: ['from', 'to'],
     },
     'x-responses': { 201: ok('The replay, running', replay) },
-    'x-errors': ['invalid_request', 'unknown_receiver', 'not_found'],
+    'x-errors': ['invalid_request', 'unknown_receiver', 'not_found', 'too_many_replays'],
   },
   list: {
     summary: "The source's replays, newest first",

@@ -18,6 +18,15 @@ export interface ReplaySelection {
  */
 export const MAX_REPLAY_AHEAD_MS = 24 * 3_600_000;
 
+/**
+ * How many replays may be running at once, on one source and in all (every
+ * node of a shared PostgreSQL counts as one: the store counts). Each
+ * running replay costs its runner a pending count and a page read per step;
+ * 200 at once kept a server at 65% CPU with nothing to send (a
+ * hostile-client review). A cancelled or finished replay frees its place.
+ */
+export const MAX_RUNNING_REPLAYS = { perSource: 10, total: 50 } as const;
+
 /** A stored message as a replay looks at it. */
 export interface ReplayCandidate {
   readonly status: string;

@@ -22,6 +22,8 @@ export interface ReplayRunnerOptions {
    * running ones again (one created or cancelled on another node).
    */
   readonly pollMs: number;
+  /** The longest an idle replay waits before it looks again (default IDLE_WAIT_MAX_MS; tests that move the clock by hand set less). */
+  readonly idleWaitMaxMs?: number;
   readonly onError: (error: unknown) => void;
 }
 
@@ -41,6 +43,17 @@ const MIN_ROOM = 4;
  */
 const RANGE_WAIT_MS = 200;
 /**
+ * The longest a replay with nothing to do waits before it looks again: a
+ * replay idle at its step (its `to` ahead, its range not complete yet)
+ * waits RANGE_WAIT_MS, then twice as long each time it is still idle, up to
+ * this, and never past the moment `to` plus {@link RANGE_GRACE_MS} passes
+ * (when it may end). Each look costs a pending count and a page read: 200
+ * replays looking every 200 ms kept a server at 65% CPU with nothing to
+ * send (a hostile-client review). A message arriving in the range of one
+ * waiting so goes out within this long.
+ */
+const IDLE_WAIT_MAX_MS = 5_000;
+/**
  * How long after `to` a replay waits before it reads which raw requests it
  * must see processed: ingest stamps `receivedAt` before its request's
  * commit, which can lag (a group commit, a slow fsync), and a request
@@ -48,10 +61,14 @@ const RANGE_WAIT_MS = 200;
  */
 export const RANGE_GRACE_MS = 2_000;
 
-/** What one step of a replay did: deliveries queued, and whether it only waits for its range to be complete. */
+/**
+ * What one step of a replay did: deliveries queued, and whether it found
+ * nothing to do (it has nothing pending, and waits for its range to be
+ * complete or has read every message stored so far without one to send).
+ */
 interface StepResult {
   readonly queued: number;
-  readonly waitingForRange: boolean;
+  readonly idle: boolean;
 }
 
 /**
@@ -79,8 +96,18 @@ export class ReplayRunner {
    */
   private replays: ReplayRecord[] | undefined;
   private readAt = 0;
-  /** Per running replay whose `to` has passed: what its range waits for (see {@link rangeHorizon}). */
-  private readonly ranges = new Map<string, { readonly rawMark: number; horizon?: number }>();
+  /**
+   * Per running replay whose `to` has passed: what its range waits for (see
+   * {@link rangeHorizon}), and the seq past which none of its messages lies
+   * once the range is complete (see {@link rangeEnd}).
+   */
+  private readonly ranges = new Map<string, { readonly rawMark: number; horizon?: number; end?: number }>();
+  /**
+   * Per running replay that found nothing to do at its last step: when
+   * (performance.now()) it looks again, and how long it waited (see
+   * IDLE_WAIT_MAX_MS). Such a replay has nothing pending.
+   */
+  private readonly idle = new Map<string, { readonly dueAt: number; readonly waitMs: number }>();
 
   constructor(private readonly options: ReplayRunnerOptions) {}
 
@@ -122,9 +149,16 @@ export class ReplayRunner {
       } finally {
         this.running = undefined;
         if (state !== 'busy') this.window = REPLAY_WINDOW.start;
-        this.schedule(state === 'busy' ? STEP_MS : state === 'waiting' ? RANGE_WAIT_MS : this.options.pollMs);
+        this.schedule(state === 'busy' ? STEP_MS : state === 'waiting' ? this.idleWait() : this.options.pollMs);
       }
     })();
+  }
+
+  /** How long until the first idle replay is due again; at most pollMs, to read the running replays again. */
+  private idleWait(): number {
+    let dueAt = performance.now() + this.options.pollMs;
+    for (const entry of this.idle.values()) dueAt = Math.min(dueAt, entry.dueAt);
+    return Math.max(STEP_MS, dueAt - performance.now());
   }
 
   private schedule(ms: number): void {
@@ -145,9 +179,13 @@ export class ReplayRunner {
       this.replays = await store.listRunningReplays();
       this.readAt = performance.now();
       for (const id of this.ranges.keys()) if (!this.replays.some((replay) => replay.id === id)) this.ranges.delete(id);
+      for (const id of this.idle.keys()) if (!this.replays.some((replay) => replay.id === id)) this.idle.delete(id);
     }
-    const replays = this.replays;
-    if (replays.length === 0) return 'idle';
+    if (this.replays.length === 0) return 'idle';
+    // Replays that found nothing to do wait their turn, costing nothing meanwhile (they have nothing pending).
+    const at = performance.now();
+    const replays = this.replays.filter((replay) => (this.idle.get(replay.id)?.dueAt ?? 0) <= at);
+    if (replays.length === 0) return 'waiting';
     // One window for all of this node's replays, the oldest served first.
     const pending: number[] = [];
     for (const replay of replays) pending.push(await store.countPendingReplayDeliveries(replay.id));
@@ -162,9 +200,28 @@ export class ReplayRunner {
       }
       const step = await this.step(replay, pending[index]!, room);
       free -= step.queued;
-      if (!step.waitingForRange) busy = true;
+      if (step.idle) this.backOff(replay);
+      else {
+        this.idle.delete(replay.id);
+        busy = true;
+      }
     }
     return busy ? 'busy' : 'waiting';
+  }
+
+  /** A replay found nothing to do: it looks again later, each time later still (see IDLE_WAIT_MAX_MS). */
+  private backOff(replay: ReplayRecord): void {
+    const before = this.idle.get(replay.id);
+    const waitMs = Math.min(this.options.idleWaitMaxMs ?? IDLE_WAIT_MAX_MS, before === undefined ? RANGE_WAIT_MS : before.waitMs * 2);
+    const at = performance.now();
+    // Not past when it may end (the clock of `to` is the runner's now(); the wait is measured on performance.now()).
+    const untilEnd = replay.to + RANGE_GRACE_MS - this.options.now();
+    if (untilEnd > 0 && untilEnd < waitMs) {
+      // Then its range completes within moments (requests still processing): look soon again.
+      this.idle.set(replay.id, { dueAt: at + untilEnd, waitMs: RANGE_WAIT_MS / 2 });
+    } else {
+      this.idle.set(replay.id, { dueAt: at + waitMs, waitMs });
+    }
   }
 
   /**
@@ -176,24 +233,26 @@ export class ReplayRunner {
     const filters = directory.webhookFilters(replay.sourceId);
     // Without a selection nearly every message goes out: read no more than fit (bodies are most of a step's cost).
     const selective = replay.types !== undefined || replay.events !== undefined || filters.length > 0;
-    const limit = selective ? PAGE : room;
+    let limit = selective ? PAGE : room;
     let page = room === 0 ? [] : await this.readPage(replay, limit);
     // Nothing settled past the cursor yet, but writers running now may add some: look again next step.
-    if (page === undefined) return { queued: 0, waitingForRange: false };
+    if (page === undefined) return { queued: 0, idle: false };
     if (room > 0 && pastRange(page, replay.to)) {
-      if (pending > 0) return { queued: 0, waitingForRange: false };
+      if (pending > 0) return { queued: 0, idle: false };
       const horizon = await this.rangeHorizon(replay);
-      if (horizon === undefined) return { queued: 0, waitingForRange: true };
+      if (horizon === undefined) return { queued: 0, idle: true };
       // Seqs need not follow receivedAt (nodes commit side by side): a
       // message of the range may lie past this page, anywhere up to the horizon.
       const settled = await store.settledMessageSeq();
-      page = await store.listMessagesAfter(replay.sourceId, replay.cursor, PAGE, Math.min(settled.seq, horizon));
+      const end = settled.seq >= horizon ? await this.rangeEnd(replay, horizon) : horizon;
+      limit = PAGE;
+      page = await store.listMessagesAfter(replay.sourceId, replay.cursor, limit, Math.min(settled.seq, end));
       if (page.length === 0) {
-        if (settled.seq < horizon) return { queued: 0, waitingForRange: true };
+        if (settled.seq < horizon) return { queued: 0, idle: true };
         await store.endReplay(replay.id, 'done', now());
         this.replays = undefined;
         this.ranges.delete(replay.id);
-        return { queued: 0, waitingForRange: false };
+        return { queued: 0, idle: false };
       }
       // Else queue what of it is in the range, and move the cursor past the rest, as for any page.
     }
@@ -201,7 +260,7 @@ export class ReplayRunner {
     const keep = (message: StoredMessage): boolean =>
       message.userId === undefined || suppressions.regulationFor(replay.sourceId, storedId(message.userId)) === undefined;
     const picked = pickReplayPage(page, room, replay, filters, keep);
-    if (picked === undefined) return { queued: 0, waitingForRange: false };
+    if (picked === undefined) return { queued: 0, idle: false };
     const targets = replayTargets(replay.receivers);
     const queued = await store.queueReplayPage({
       replayId: replay.id,
@@ -218,11 +277,12 @@ export class ReplayRunner {
     if (!queued) {
       // Cancelled, or another node queued this page: read where the replays stand.
       this.replays = undefined;
-      return { queued: 0, waitingForRange: false };
+      return { queued: 0, idle: false };
     }
     const deliveries = picked.seqs.length * targets.destinations.length;
     this.replays = this.replays?.map((r) => (r.id === replay.id ? { ...r, cursor: picked.toCursor, queued: r.queued + deliveries } : r));
-    return { queued: deliveries, waitingForRange: false };
+    // Read to the end of what is stored and found none to send (a replay whose `to` is ahead, following live traffic it does not select): idle.
+    return { queued: deliveries, idle: deliveries === 0 && pending === 0 && page.length < limit };
   }
 
   /**
@@ -235,7 +295,9 @@ export class ReplayRunner {
   private async readPage(replay: ReplayRecord, limit: number): Promise<StoredMessage[] | undefined> {
     const { store } = this.options;
     const settled = await store.settledMessageSeq();
-    const page = await store.listMessagesAfter(replay.sourceId, replay.cursor, limit, settled.seq);
+    // Nor past the range's last message once that is known (see rangeEnd).
+    const end = this.ranges.get(replay.id)?.end ?? Number.MAX_SAFE_INTEGER;
+    const page = await store.listMessagesAfter(replay.sourceId, replay.cursor, limit, Math.min(settled.seq, end));
     return settled.settling && page.length === 0 ? undefined : page;
   }
 
@@ -266,6 +328,21 @@ export class ReplayRunner {
       range.horizon = await store.highestMessageSeq();
     }
     return range.horizon;
+  }
+
+  /**
+   * The seq past which no message of the replay's range lies, once the
+   * range is complete and every seq up to `horizon` is settled: the highest
+   * of the range stored then (0: none), read by the index on receivedAt.
+   * Every message of the range has a seq no higher than `horizon` (see
+   * {@link rangeHorizon}) and, settled, is visible to that read; so the
+   * replay stops there rather than read every later message up to
+   * `horizon` (all of the source's history after the range, for an old one).
+   */
+  private async rangeEnd(replay: ReplayRecord, horizon: number): Promise<number> {
+    const range = this.ranges.get(replay.id)!;
+    range.end ??= Math.min(horizon, (await this.options.store.replayRangeSeqs(replay.sourceId, replay.from, replay.to))?.last ?? 0);
+    return range.end;
   }
 }
 

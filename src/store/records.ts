@@ -404,6 +404,21 @@ export interface NewReplay {
   readonly createdAt: number;
 }
 
+/** How many replays may be running at once, on one source and in all (across nodes: the store counts). */
+export interface ReplayLimits {
+  readonly perSource: number;
+  readonly total: number;
+}
+
+/** Why a store refused a new replay: the source, or the store, already has as many running as its limit. */
+export type ReplayRefusal = 'source_limit' | 'total_limit';
+
+/** The lowest and highest seq of a source's messages received in a replay's range. */
+export interface ReplayRange {
+  readonly first: number;
+  readonly last: number;
+}
+
 export interface ReplayRecord extends NewReplay {
   readonly status: ReplayStatus;
   /** The seq of the last message the replay has looked at. */

@@ -2,7 +2,7 @@ import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { TrackingPlanStore } from './tracking-plan-records.js';
 import type { ObservationStore } from './observation-records.js';
-import type { AppendResult, ClaimRequest, NewRawRequest, ProcessingOptions, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { AppendResult, ClaimRequest, NewRawRequest, ProcessingOptions, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, ReplayLimits, ReplayRange, ReplayRefusal, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
 import type { FunctionStore } from './function-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
@@ -332,8 +332,23 @@ export interface RegulationStore {
 /** Replays. */
 export interface ReplayStore {
   // --- replays: re-delivering a time range of stored messages --------------------------
-  /** Stores a new `running` replay with cursor 0 and no counts. */
-  createReplay(replay: NewReplay): Promise<void>;
+  /**
+   * Stores a new `running` replay with no counts, its cursor just before the
+   * first seq that can hold a message of its range: the lowest seq of the
+   * source's messages received in `[from, to)` stored now, or the highest
+   * seq settled now if that is lower (a message committed later has a higher
+   * seq), so the runner never reads the history before its range. With
+   * `limits`, refuses (writing nothing) when the source or the store already
+   * has that many running; two nodes creating at once queue, so the limit
+   * holds across nodes.
+   */
+  createReplay(replay: NewReplay, limits?: ReplayLimits): Promise<ReplayRefusal | undefined>;
+  /**
+   * The lowest and highest seq among the source's messages stored now with
+   * `from <= receivedAt < to` (undefined: none), read by an index on
+   * receivedAt: the work is that of the range's messages, not the source's.
+   */
+  replayRangeSeqs(sourceId: string, from: number, to: number): Promise<ReplayRange | undefined>;
   /** The source's replays, newest first, with their counts. */
   listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]>;
   getReplay(id: string): Promise<ReplayRecord | undefined>;

@@ -59,7 +59,7 @@ async function rig(store: Store) {
   const suppressions = new SuppressionList(store, { pollMs: HOUR, onError: noError });
   await directory.start();
   await suppressions.start();
-  const runner = new ReplayRunner({ store: counted, directory, suppressions, now: () => now, pollMs: 20, onError: noError });
+  const runner = new ReplayRunner({ store: counted, directory, suppressions, now: () => now, pollMs: 20, idleWaitMaxMs: 20, onError: noError });
   const processor = new RawProcessor({
     store,
     directory,

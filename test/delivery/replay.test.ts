@@ -147,6 +147,42 @@ describe('replays', () => {
     assert.deepEqual(new Set(ofReplay().map(idOf)), new Set(batch.map((m) => m.messageId)), 'every message, once the receiver answers');
   });
 
+  it('runs at most 10 replays of a source at once (409 too_many_replays); a cancelled or finished one frees its place', async () => {
+    const capped = await sy.createSource('capped');
+    const put = await sy.admin('PUT', `/sources/${capped.id}/destinations/webhooks`, { enabled: true, settings: { webhooks: [{ url: first.url }] } });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    // Running until their `to`, an hour ahead.
+    const ahead = { from: new Date(Date.now() - 60_000).toISOString(), to: new Date(Date.now() + 3_600_000).toISOString(), events: ['none'] };
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const created = await sy.admin('POST', `/sources/${capped.id}/replays`, ahead);
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      ids.push(created.body.id as string);
+    }
+    const refused = await sy.admin('POST', `/sources/${capped.id}/replays`, ahead);
+    assert.equal(refused.status, 409, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, 'too_many_replays');
+    assert.match(refused.body.error.message, /already has 10 replays running, the most a source may have: cancel one \(POST \/replays\/:id\/cancel/);
+    const listed = await sy.admin('GET', `/sources/${capped.id}/replays`);
+    assert.equal(listed.body.replays.length, 10, 'a refused replay is not stored');
+    // Another source is not held back by this one's.
+    const other = await sy.admin('POST', `/sources/${source.id}/replays`, ahead);
+    assert.equal(other.status, 201, JSON.stringify(other.body));
+    assert.equal((await sy.admin('POST', `/replays/${other.body.id}/cancel`)).status, 200);
+
+    assert.equal((await sy.admin('POST', `/replays/${ids[0]}/cancel`)).body.status, 'cancelled');
+    const again = await sy.admin('POST', `/sources/${capped.id}/replays`, ahead);
+    assert.equal(again.status, 201, JSON.stringify(again.body));
+    // One that finishes frees its place too: a range already past ends once it is sent.
+    assert.equal((await sy.admin('POST', `/replays/${again.body.id}/cancel`)).status, 200);
+    const past = await sy.admin('POST', `/sources/${capped.id}/replays`, { from: new Date(Date.now() - 60_000).toISOString(), to: new Date(Date.now() - 30_000).toISOString() });
+    assert.equal(past.status, 201, JSON.stringify(past.body));
+    await eventually(async () => ((await sy.admin('GET', `/replays/${past.body.id}`)).body.status === 'done' ? true : undefined), 15_000, 'the past replay to finish');
+    const last = await sy.admin('POST', `/sources/${capped.id}/replays`, ahead);
+    assert.equal(last.status, 201, JSON.stringify(last.body));
+    for (const id of [...ids.slice(1), last.body.id as string]) assert.equal((await sy.admin('POST', `/replays/${id}/cancel`)).status, 200);
+  });
+
   it('refuses what it cannot replay', async () => {
     const now = Date.now();
     const range = { from: new Date(now - 1000).toISOString(), to: new Date(now).toISOString() };

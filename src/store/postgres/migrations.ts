@@ -453,6 +453,13 @@ const MIGRATIONS: readonly string[] = [
   UPDATE replays SET from_at = LEAST(GREATEST(from_at, 0), 253402300799999), to_at = LEAST(GREATEST(to_at, 0), 253402300799999)
     WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
   `,
+  // A replay's range by receivedAt (see the SQLite twin); seq is in the
+  // index so that the range's first and last seq are read from it alone.
+  // Built inside the migration's transaction: on a large messages table,
+  // writes to it wait while the index is built (see docs/operations.md).
+  `
+  CREATE INDEX messages_by_source_time ON messages (source_id, received_at, seq);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -30,6 +30,9 @@ import type {
   NewRawRequest,
   NewRegulation,
   NewReplay,
+  ReplayLimits,
+  ReplayRange,
+  ReplayRefusal,
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
@@ -511,8 +514,19 @@ export class PostgresStore implements Store {
 
   // --- replays ------------------------------------------------------------------------
 
-  async createReplay(replay: NewReplay): Promise<void> {
-    await replays.createReplay(this.pool, replay);
+  async createReplay(replay: NewReplay, limits?: ReplayLimits): Promise<ReplayRefusal | undefined> {
+    // Settled first: every seq at or below it is committed (visible to the
+    // range read after) or never will be; a message committed later, on any
+    // node, with a seq at or below it does not exist. One above it is past
+    // the cursor whatever the range read found.
+    const settled = await this.settledMessageSeq();
+    const range = await replays.replayRangeSeqs(this.pool, replay.sourceId, replay.from, replay.to);
+    const cursor = range === undefined ? settled.seq : Math.min(settled.seq, range.first - 1);
+    return inTransaction(this.pool, (client) => replays.createReplay(client, replay, cursor, limits));
+  }
+
+  async replayRangeSeqs(sourceId: string, from: number, to: number): Promise<ReplayRange | undefined> {
+    return replays.replayRangeSeqs(this.pool, sourceId, from, to);
   }
 
   async listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]> {

@@ -3,7 +3,7 @@ import { type OrderedJob, replayScope } from '../../domain/delivery-order.js';
 import { linkOrdered } from './delivery-order.js';
 import type pg from 'pg';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
-import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
+import type { NewReplay, ReplayLimits, ReplayPage, ReplayRange, ReplayRecord, ReplayRefusal } from '../store.js';
 
 /** A replay's row with its delivered and failed counts, from its deliveries. */
 const WITH_COUNTS = `
@@ -14,12 +14,52 @@ const WITH_COUNTS = `
 
 const list = (value: readonly string[] | undefined): string | null => (value === undefined ? null : JSON.stringify(value));
 
-export async function createReplay(pool: pg.Pool, replay: NewReplay): Promise<void> {
-  await pool.query(
+/**
+ * Key of the transaction-level advisory lock that makes creating a replay
+ * one node at a time, so that two nodes cannot both find room under the
+ * limits and both insert (the number is arbitrary; it only has to stay fixed).
+ */
+const REPLAY_CREATE_LOCK = 7_230_465_013;
+
+/**
+ * Stores a running replay whose cursor is `cursor` (see
+ * PostgresStore.createReplay), unless `limits` refuse it. Run it in a
+ * transaction: the lock is held until its commit, and the count, a
+ * statement after the lock was taken, sees every replay committed before.
+ */
+export async function createReplay(client: pg.ClientBase, replay: NewReplay, cursor: number, limits: ReplayLimits | undefined): Promise<ReplayRefusal | undefined> {
+  if (limits !== undefined) {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [REPLAY_CREATE_LOCK]);
+    const { rows } = await client.query<{ on_source: number; total: number }>(
+      `SELECT COUNT(*)::int AS total, (COUNT(*) FILTER (WHERE source_id = $1))::int AS on_source FROM replays WHERE status = 'running'`,
+      [replay.sourceId],
+    );
+    if (rows[0]!.on_source >= limits.perSource) return 'source_limit';
+    if (rows[0]!.total >= limits.total) return 'total_limit';
+  }
+  await client.query(
     `INSERT INTO replays (id, source_id, from_at, to_at, receivers, types, events, status, cursor_seq, queued, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', 0, 0, $8, $8)`,
-    [replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), replay.createdAt],
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $9, 0, $8, $8)`,
+    [replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), replay.createdAt, cursor],
   );
+  return undefined;
+}
+
+/**
+ * The lowest and highest seq of the source's messages received in
+ * `[from, to)`, read from messages_by_source_time alone (an index-only scan
+ * of the range's entries). The subquery (OFFSET 0 keeps it one) stops the
+ * planner answering min and max by walking messages_by_source in seq order
+ * from either end, which reads the history before or after the range.
+ */
+export async function replayRangeSeqs(pool: pg.Pool, sourceId: string, from: number, to: number): Promise<ReplayRange | undefined> {
+  const { rows } = await pool.query<{ first: string | null; last: string | null }>(
+    `SELECT min(seq) AS first, max(seq) AS last FROM (
+       SELECT seq FROM messages WHERE source_id = $1 AND received_at >= $2 AND received_at < $3 OFFSET 0) r`,
+    [sourceId, from, to],
+  );
+  const row = rows[0];
+  return row === undefined || row.first === null || row.last === null ? undefined : { first: Number(row.first), last: Number(row.last) };
 }
 
 export async function listReplays(pool: pg.Pool, sourceId: string, limit: number): Promise<ReplayRecord[]> {

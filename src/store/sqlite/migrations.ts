@@ -622,6 +622,17 @@ const MIGRATIONS: readonly string[] = [
   UPDATE replays SET from_at = max(0, min(from_at, 253402300799999)), to_at = max(0, min(to_at, 253402300799999))
     WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
   `,
+  // A replay's range by receivedAt (src/store/sqlite/replay-queries.ts):
+  // where it starts and ends in seq order is read from the entries of its
+  // window alone, exactly, whatever the clock did. Before, a replay read
+  // the source from its first message (a hostile-client review: 18 s for a
+  // window of 4 s on a source of 60,000). received_at grows with time, so
+  // inserts append to each source's end of the index, as messages_by_source
+  // does (not random pages as an id's index would). Built inside the
+  // migration's transaction: on a large store, writes wait while it is built.
+  `
+  CREATE INDEX messages_by_source_time ON messages (source_id, received_at);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -2,7 +2,7 @@ import type { Database, Statement, Transaction } from 'better-sqlite3';
 import { replayScope } from '../../domain/delivery-order.js';
 import { type ReplayRow, toReplayRecord } from '../rows.js';
 import { DeliveryOrder } from './delivery-order.js';
-import type { NewReplay, ReplayPage, ReplayRecord } from '../store.js';
+import type { NewReplay, ReplayLimits, ReplayPage, ReplayRecord, ReplayRefusal } from '../store.js';
 
 /** A replay's row with its delivered and failed counts, from its deliveries. */
 const WITH_COUNTS = `
@@ -18,8 +18,15 @@ export class ReplayQueries {
   private readonly insertDelivery: Statement<[string, number, string, number | null, string | null, number, number, string, number | null]>;
   private readonly insertOtherDelivery: Statement<[string, number, string, number, number, number, string]>;
   private readonly order: DeliveryOrder;
+  private readonly rangeAfter: Statement<[string, number, number, number, number, number]>;
 
   constructor(private readonly db: Database) {
+    this.rangeAfter = db
+      .prepare<[string, number, number, number, number, number]>(`
+        SELECT received_at, seq FROM messages INDEXED BY messages_by_source_time
+        WHERE source_id = ? AND received_at >= ? AND received_at < ? AND (received_at, seq) > (?, ?)
+        ORDER BY received_at, seq LIMIT ?`)
+      .raw();
     this.moveCursor = db.prepare(`
       UPDATE replays SET cursor_seq = ?, queued = queued + ?, updated_at = ?
       WHERE id = ? AND cursor_seq = ? AND status = 'running'`);
@@ -55,13 +62,38 @@ export class ReplayQueries {
     });
   }
 
-  create(replay: NewReplay): void {
+  /**
+   * Stores a running replay whose cursor is `cursor` (see
+   * SqliteStore.createReplay), unless `limits` refuse it. Call it inside the
+   * write lock: the count and the insert are one transaction.
+   */
+  create(replay: NewReplay, cursor: number, limits: ReplayLimits | undefined): ReplayRefusal | undefined {
     const list = (value: readonly string[] | undefined): string | null => (value === undefined ? null : JSON.stringify(value));
-    this.db
-      .prepare(`
-        INSERT INTO replays (id, source_id, from_at, to_at, receivers, types, events, status, cursor_seq, queued, created_at, updated_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', 0, 0, ?, ?)`)
-      .run(replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), replay.createdAt, replay.createdAt);
+    return this.db.transaction((): ReplayRefusal | undefined => {
+      if (limits !== undefined) {
+        const { onSource, total } = this.db
+          .prepare(`SELECT COUNT(*) AS total, COUNT(*) FILTER (WHERE source_id = ?) AS onSource FROM replays WHERE status = 'running'`)
+          .get(replay.sourceId) as { onSource: number; total: number };
+        if (onSource >= limits.perSource) return 'source_limit';
+        if (total >= limits.total) return 'total_limit';
+      }
+      this.db
+        .prepare(`
+          INSERT INTO replays (id, source_id, from_at, to_at, receivers, types, events, status, cursor_seq, queued, created_at, updated_at)
+          VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, 0, ?, ?)`)
+        .run(replay.id, replay.sourceId, replay.from, replay.to, list(replay.receivers), list(replay.types), list(replay.events), cursor, replay.createdAt, replay.createdAt);
+      return undefined;
+    }).immediate();
+  }
+
+  /**
+   * One chunk of the source's messages received in `[from, to)` after the
+   * index key `after` (received_at, seq), in that order, by
+   * messages_by_source_time (whose entries end with the rowid, seq): at most
+   * `limit` keys, so that a long range is read a chunk at a time.
+   */
+  rangeChunk(sourceId: string, from: number, to: number, after: readonly [number, number], limit: number): Array<[number, number]> {
+    return this.rangeAfter.all(sourceId, from, to, after[0], after[1], limit) as Array<[number, number]>;
   }
 
   list(sourceId: string, limit: number): ReplayRecord[] {

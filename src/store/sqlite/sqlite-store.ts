@@ -28,6 +28,9 @@ import type {
   NewRawRequest,
   NewRegulation,
   NewReplay,
+  ReplayLimits,
+  ReplayRange,
+  ReplayRefusal,
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
@@ -90,6 +93,8 @@ export interface SqliteStoreOptions {
 export const SQLITE_FILE = 'switchyard.sqlite';
 /** How often the stage thread's connection checkpoints the WAL. */
 const CHECKPOINT_EVERY_MS = 200;
+/** Index keys of a replay's range read per statement (a few milliseconds each). */
+const REPLAY_RANGE_CHUNK = 10_000;
 
 export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { name: 'sqlite', multiNode: false, preparesIngest: true, releasesLeases: true };
@@ -574,8 +579,28 @@ export class SqliteStore implements Store {
 
   // --- replays ------------------------------------------------------------------------
 
-  async createReplay(replay: NewReplay): Promise<void> {
-    await this.write(() => this.replays.create(replay));
+  async createReplay(replay: NewReplay, limits?: ReplayLimits): Promise<ReplayRefusal | undefined> {
+    // Read first: every message committed by then has a seq no higher, and
+    // the range read after it sees each of those that is in the range. One
+    // committed later (on any connection: SQLite has one writer at a time)
+    // gets a higher seq, past the cursor whatever the range read found.
+    const highest = this.messages.highestSeq();
+    const range = await this.replayRangeSeqs(replay.sourceId, replay.from, replay.to);
+    const cursor = range === undefined ? highest : Math.min(highest, range.first - 1);
+    return this.write(() => this.replays.create(replay, cursor, limits));
+  }
+
+  async replayRangeSeqs(sourceId: string, from: number, to: number): Promise<ReplayRange | undefined> {
+    let range: { first: number; last: number } | undefined;
+    let after: readonly [number, number] = [from, -1];
+    for (;;) {
+      const chunk = this.replays.rangeChunk(sourceId, from, to, after, REPLAY_RANGE_CHUNK);
+      for (const [, seq] of chunk) range = range === undefined ? { first: seq, last: seq } : { first: Math.min(range.first, seq), last: Math.max(range.last, seq) };
+      if (chunk.length < REPLAY_RANGE_CHUNK) return range;
+      after = chunk[chunk.length - 1]!;
+      // A long range: let other work run between chunks (better-sqlite3 blocks the thread).
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   async listReplays(sourceId: string, limit: number): Promise<ReplayRecord[]> {
