@@ -389,6 +389,13 @@ export interface SuppressionRecord {
   readonly createdAt: number;
 }
 
+/** A suppression row as it last changed: in force, or lifted since (then `regulationId` is the request that lifted it). */
+export interface SuppressionChange extends SuppressionRecord {
+  /** Higher for every change than for any change committed before it, from any node. */
+  readonly seq: number;
+  readonly lifted: boolean;
+}
+
 export type ReplayStatus = 'running' | 'done' | 'cancelled';
 
 export interface NewReplay {

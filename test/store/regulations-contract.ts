@@ -278,6 +278,52 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.equal((await store.getRegulation(r5.id))?.status, 'FINISHED');
     });
 
+    test('lists the suppression rows changed after a seq, lifts included, and nothing for other config changes', async (store) => {
+      const [a, b] = [await newSource(store), await newSource(store)];
+      const [x, y] = [user('x'), user('y')];
+      const everything = async (): Promise<number> => {
+        const all = await store.listSuppressionChanges(0, 1_000_000);
+        assert.deepEqual(all.map((c) => c.seq), [...all.map((c) => c.seq)].sort((p, q) => p - q), 'in seq order');
+        assert.equal(new Set(all.map((c) => c.seq)).size, all.length, 'one seq per row');
+        return all.length === 0 ? 0 : all[all.length - 1]!.seq;
+      };
+      const since = async (seq: number) =>
+        (await store.listSuppressionChanges(seq, 100)).map((c) => `${c.userId === x ? 'x' : 'y'}@${c.sourceId === undefined ? 'all' : c.sourceId === a.id ? 'a' : 'b'}:${c.lifted ? 'lifted' : 'in force'}:${c.regulationId}`);
+
+      const s0 = await everything();
+      const r1 = regulation('SUPPRESS_ONLY', [x, y], [a.id, b.id]);
+      await store.createRegulation(r1);
+      assert.deepEqual((await since(s0)).sort(), [`x@all:in force:${r1.id}`, `y@all:in force:${r1.id}`]);
+      const s1 = await everything();
+      assert.deepEqual(await since(s1), [], 'nothing after the highest seq');
+
+      await store.updateSource(a.id, { name: 'renamed' }, T0);
+      await store.createRegulation(regulation('DELETE_ONLY', [x], [a.id]));
+      assert.deepEqual(await since(s1), [], 'a source renamed, a deletion: no suppression row changes');
+
+      const r2 = regulation('SUPPRESS_ONLY', [x], [a.id], { sourceIds: [a.id] });
+      await store.createRegulation(r2);
+      assert.deepEqual(await since(s1), [`x@a:in force:${r2.id}`], 'one new suppressed user: one row');
+      const s2 = await everything();
+
+      const lift = regulation('UNSUPPRESS', [x], [a.id, b.id]);
+      await store.createRegulation(lift);
+      assert.deepEqual((await since(s2)).sort(), [`x@a:lifted:${lift.id}`, `x@all:lifted:${lift.id}`], 'a lift shows as lifted rows with new seqs');
+      assert.deepEqual(
+        (await store.listSuppressions()).filter((s) => s.userId === x || s.userId === y).map((s) => s.userId),
+        [y],
+        'lifted rows are not in force',
+      );
+      const s3 = await everything();
+      const again = regulation('SUPPRESS_ONLY', [x], [a.id, b.id]);
+      await store.createRegulation(again);
+      assert.deepEqual(await since(s3), [`x@all:in force:${again.id}`], 'suppressed again: the lifted row is in force again');
+
+      const [first, second] = await store.listSuppressionChanges(s0, 1).then(async (page) => [page, await store.listSuppressionChanges(page[0]!.seq, 1)]);
+      assert.equal(first!.length, 1);
+      assert.ok(second![0]!.seq > first![0]!.seq, 'pages by seq');
+    });
+
     test('lists regulations newest first, by status, at most the limit, without subject ids', async (store) => {
       const a = await newSource(store);
       const later = T0 + 1_000_000_000;

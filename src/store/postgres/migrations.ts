@@ -453,6 +453,21 @@ const MIGRATIONS: readonly string[] = [
   UPDATE replays SET from_at = LEAST(GREATEST(from_at, 0), 253402300799999), to_at = LEAST(GREATEST(to_at, 0), 253402300799999)
     WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
   `,
+  // Suppressions are read by what changed, not whole (see the SQLite twin):
+  // each row takes the sequence's next value whenever it changes, and a lift
+  // keeps the row, marked lifted. Suppression writes queue on the config
+  // version's row lock (PostgresStore.configChange) before taking a value,
+  // so values are taken in commit order and a reader that has seen one has
+  // seen every lower one.
+  `
+  CREATE SEQUENCE suppressions_seq;
+  ALTER TABLE suppressions ADD COLUMN lifted boolean NOT NULL DEFAULT false;
+  ALTER TABLE suppressions ADD COLUMN seq bigint;
+  UPDATE suppressions SET seq = nextval('suppressions_seq');
+  ALTER TABLE suppressions ALTER COLUMN seq SET DEFAULT nextval('suppressions_seq'), ALTER COLUMN seq SET NOT NULL;
+  ALTER SEQUENCE suppressions_seq OWNED BY suppressions.seq;
+  CREATE UNIQUE INDEX suppressions_by_seq ON suppressions (seq);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -45,6 +45,7 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { ChangeListener, notifyStatement } from './change-listener.js';
@@ -502,6 +503,10 @@ export class PostgresStore implements Store {
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
     return regulations.listSuppressions(this.pool);
+  }
+
+  async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+    return regulations.listSuppressionChanges(this.pool, afterSeq, limit);
   }
 
 

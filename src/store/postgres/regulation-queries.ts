@@ -14,6 +14,7 @@ import type {
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { textColumn } from './connection.js';
@@ -36,6 +37,8 @@ interface SuppressionRow {
   source_id: string;
   regulation_id: string;
   created_at: number;
+  seq: number;
+  lifted: boolean;
 }
 
 /** How the suppressions table writes "every source" (no source id is '*'), as in SQLite. */
@@ -84,19 +87,23 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
   }
   if (effects.suppression === 'add') {
     // DISTINCT: an upsert may not touch one row twice, and two ids can map to
-    // one stored id (U+0000 and U+FFFD).
+    // one stored id (U+0000 and U+FFFD). excluded.seq is the sequence's next
+    // value, taken for the row proposed.
     await client.query(
       `INSERT INTO suppressions (user_id, source_id, regulation_id, created_at)
        SELECT DISTINCT u.user_id, s.source_id, $3::text, $4::bigint FROM unnest($1::text[]) AS u(user_id), unnest($2::text[]) AS s(source_id)
-       ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`,
+       ON CONFLICT (user_id, source_id) DO UPDATE SET
+         regulation_id = excluded.regulation_id, created_at = excluded.created_at, seq = excluded.seq, lifted = false`,
       [subjects, regulation.sourceIds ?? [EVERY_SOURCE], regulation.id, at],
     );
   } else if (effects.suppression === 'remove') {
-    // Naming sources lifts only their rows, never an "every source" one.
-    await client.query(`DELETE FROM suppressions WHERE user_id = ANY($1::text[]) AND ($2::text[] IS NULL OR source_id = ANY($2::text[]))`, [
-      subjects,
-      regulation.sourceIds ?? null,
-    ]);
+    // Naming sources lifts only their rows, never an "every source" one. The
+    // rows stay, lifted, with a new seq: other nodes read the lift from them.
+    await client.query(
+      `UPDATE suppressions SET lifted = true, regulation_id = $3, created_at = $4, seq = nextval('suppressions_seq')
+       WHERE user_id = ANY($1::text[]) AND ($2::text[] IS NULL OR source_id = ANY($2::text[])) AND NOT lifted`,
+      [subjects, regulation.sourceIds ?? null, regulation.id, at],
+    );
   }
 }
 
@@ -218,13 +225,27 @@ export async function listPendingRegulationSteps(pool: pg.Pool, limit: number): 
 }
 
 export async function listSuppressions(pool: pg.Pool): Promise<SuppressionRecord[]> {
-  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions`);
-  return rows.map((row) => ({
+  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions WHERE NOT lifted`);
+  return rows.map((row) => {
+    const { seq: _seq, lifted: _lifted, ...record } = toSuppressionChange(row);
+    return record;
+  });
+}
+
+export async function listSuppressionChanges(pool: pg.Pool, afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions WHERE seq > $1 ORDER BY seq LIMIT $2`, [afterSeq, limit]);
+  return rows.map(toSuppressionChange);
+}
+
+function toSuppressionChange(row: SuppressionRow): SuppressionChange {
+  return {
     userId: row.user_id,
     sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
     regulationId: row.regulation_id,
     createdAt: row.created_at,
-  }));
+    seq: row.seq,
+    lifted: row.lifted,
+  };
 }
 
 function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {

@@ -622,6 +622,22 @@ const MIGRATIONS: readonly string[] = [
   UPDATE replays SET from_at = max(0, min(from_at, 253402300799999)), to_at = max(0, min(to_at, 253402300799999))
     WHERE from_at NOT BETWEEN 0 AND 253402300799999 OR to_at NOT BETWEEN 0 AND 253402300799999;
   `,
+  // Suppressions are read by what changed, not whole: each node held them
+  // in memory and read every row again on any config change (renaming a
+  // source blocked the event loop for seconds with 55,000 suppressed
+  // users). Each row gets a seq, the highest so far each time it changes
+  // (written as max(seq) + 1 under SQLite's single writer), and a lift keeps
+  // the row, marked lifted with a new seq, so that a reader following the
+  // seqs sees removals too (see SuppressionList). The rows there already are
+  // numbered in the order they were written.
+  `
+  ALTER TABLE suppressions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE suppressions ADD COLUMN lifted INTEGER NOT NULL DEFAULT 0;
+  UPDATE suppressions SET seq = numbered.n
+    FROM (SELECT user_id AS u, source_id AS s, row_number() OVER (ORDER BY created_at, user_id, source_id) AS n FROM suppressions) AS numbered
+    WHERE user_id = numbered.u AND source_id = numbered.s;
+  CREATE UNIQUE INDEX suppressions_by_seq ON suppressions (seq);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -14,6 +14,7 @@ import type {
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
@@ -35,6 +36,8 @@ interface SuppressionRow {
   source_id: string;
   regulation_id: string;
   created_at: number;
+  seq: number;
+  lifted: 0 | 1;
 }
 
 /** How the suppressions table writes "every source" (no source id is '*'). */
@@ -42,6 +45,9 @@ const EVERY_SOURCE = '*';
 
 /** Every column but the subject ids, which lists leave out. */
 const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+
+/** The seq a suppression row takes when it changes (see the migration that added it). */
+const NEXT_SUPPRESSION_SEQ = '(SELECT coalesce(max(seq), 0) + 1 FROM suppressions)';
 
 /** A source's messages of the given users (a JSON array), but never the `delete` messages sent for them. */
 const USERS_MESSAGES = `
@@ -53,8 +59,9 @@ export class RegulationQueries {
   private readonly insertRegulation: Statement<unknown[]>;
   private readonly insertSource: Statement<[string, string, RegulationStepStatus, number]>;
   private readonly suppress: Statement<[string, string, string, number]>;
-  private readonly unsuppressAll: Statement<[string]>;
-  private readonly unsuppressOne: Statement<[string, string]>;
+  private readonly suppressedSources: Statement<[string], { source_id: string }>;
+  private readonly lift: Statement<[string, number, string, string]>;
+  private readonly suppressionChanges: Statement<[number, number], SuppressionRow>;
   private readonly claim: Statement<[number, string, string]>;
   private readonly fail: Statement<[string, number, string, string]>;
   private readonly eraseAttempts: Statement<[string, string]>;
@@ -76,10 +83,15 @@ export class RegulationQueries {
     this.insertSource = db.prepare(`
       INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at) VALUES (?, ?, ?, ?)`);
     this.suppress = db.prepare(`
-      INSERT INTO suppressions (user_id, source_id, regulation_id, created_at) VALUES (?, ?, ?, ?)
-      ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`);
-    this.unsuppressAll = db.prepare(`DELETE FROM suppressions WHERE user_id = ?`);
-    this.unsuppressOne = db.prepare(`DELETE FROM suppressions WHERE user_id = ? AND source_id = ?`);
+      INSERT INTO suppressions (user_id, source_id, regulation_id, created_at, seq, lifted) VALUES (?, ?, ?, ?, ${NEXT_SUPPRESSION_SEQ}, 0)
+      ON CONFLICT (user_id, source_id) DO UPDATE SET
+        regulation_id = excluded.regulation_id, created_at = excluded.created_at, seq = excluded.seq, lifted = 0`);
+    // One row a statement: each takes its own seq.
+    this.suppressedSources = db.prepare(`SELECT source_id FROM suppressions WHERE user_id = ? AND lifted = 0`);
+    this.lift = db.prepare(`
+      UPDATE suppressions SET lifted = 1, regulation_id = ?, created_at = ?, seq = ${NEXT_SUPPRESSION_SEQ}
+      WHERE user_id = ? AND source_id = ? AND lifted = 0`);
+    this.suppressionChanges = db.prepare(`SELECT * FROM suppressions WHERE seq > ? ORDER BY seq LIMIT ?`);
     this.claim = db.prepare(`
       UPDATE regulation_sources SET status = 'FINISHED', updated_at = ?
       WHERE regulation_id = ? AND source_id = ? AND status = 'PENDING'`);
@@ -125,8 +137,8 @@ export class RegulationQueries {
       if (effects.suppression === 'add') {
         for (const scope of scopes) this.suppress.run(userId, scope, regulation.id, at);
       } else if (effects.suppression === 'remove') {
-        if (regulation.sourceIds === undefined) this.unsuppressAll.run(userId);
-        else for (const sourceId of regulation.sourceIds) this.unsuppressOne.run(userId, sourceId);
+        const lifted = regulation.sourceIds ?? this.suppressedSources.all(userId).map((row) => row.source_id);
+        for (const sourceId of lifted) this.lift.run(regulation.id, at, userId, sourceId);
       }
     }
   }
@@ -208,13 +220,26 @@ export class RegulationQueries {
   }
 
   listSuppressions(): SuppressionRecord[] {
-    return (this.db.prepare(`SELECT * FROM suppressions`).all() as SuppressionRow[]).map((row) => ({
-      userId: row.user_id,
-      sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
-      regulationId: row.regulation_id,
-      createdAt: row.created_at,
-    }));
+    return (this.db.prepare(`SELECT * FROM suppressions WHERE lifted = 0`).all() as SuppressionRow[]).map((row) => {
+      const { seq: _seq, lifted: _lifted, ...record } = toSuppressionChange(row);
+      return record;
+    });
   }
+
+  listSuppressionChanges(afterSeq: number, limit: number): SuppressionChange[] {
+    return this.suppressionChanges.all(afterSeq, limit).map(toSuppressionChange);
+  }
+}
+
+function toSuppressionChange(row: SuppressionRow): SuppressionChange {
+  return {
+    userId: row.user_id,
+    sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
+    regulationId: row.regulation_id,
+    createdAt: row.created_at,
+    seq: row.seq,
+    lifted: row.lifted === 1,
+  };
 }
 
 function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {

@@ -43,6 +43,7 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { DeliveryQueries } from './delivery-queries.js';
@@ -458,6 +459,10 @@ export class SqliteStore implements Store {
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
     return this.regulations.listSuppressions();
+  }
+
+  async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+    return this.regulations.listSuppressionChanges(afterSeq, limit);
   }
 
   // --- delivery ----------------------------------------------------------------------
