@@ -98,6 +98,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
         createdAt: created.createdAt,
         updatedAt: created.createdAt,
         sources: [a.id, b.id].sort().map((sourceId) => ({ sourceId, status: 'PENDING', error: undefined, updatedAt: created.createdAt })),
+        sourceCounts: { total: 2, pending: 2, failed: 0 },
         rawSeqMark: 0,
       });
       const pending = (await store.listPendingRegulationSteps(1000)).filter((s) => s.regulationId === created.id);
@@ -332,18 +333,49 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       await store.createRegulation(first);
       await store.createRegulation(second);
 
-      const listed = await store.listRegulations({ limit: 2 });
+      const listed = await store.listRegulations({ limit: 2, sources: 10 });
       assert.deepEqual(listed.map((r) => r.id), [second.id, first.id]);
       assert.equal((listed[1] as { subjectIds?: unknown }).subjectIds, undefined, 'no subject ids in lists');
       assert.equal(listed[1]!.subjectCount, 3);
       assert.deepEqual(listed[1]!.sources, [{ sourceId: a.id, status: 'PENDING', error: undefined, updatedAt: later }]);
       assert.deepEqual(listed[0]!.sourceIds, [a.id]);
-      assert.deepEqual((await store.listRegulations({ limit: 1 })).map((r) => r.id), [second.id]);
+      assert.deepEqual((await store.listRegulations({ limit: 1, sources: 10 })).map((r) => r.id), [second.id]);
 
-      const initialized = await store.listRegulations({ status: 'INITIALIZED', limit: 1000 });
+      const initialized = await store.listRegulations({ status: 'INITIALIZED', limit: 1000, sources: 0 });
       assert.ok(initialized.some((r) => r.id === first.id));
       assert.ok(initialized.every((r) => r.status === 'INITIALIZED'));
-      assert.ok((await store.listRegulations({ status: 'FINISHED', limit: 1 })).some((r) => r.id === second.id));
+      assert.ok((await store.listRegulations({ status: 'FINISHED', limit: 1, sources: 0 })).some((r) => r.id === second.id));
+    });
+
+    test('lists each request with its first source rows and all of them counted; pages them reading one', async (store) => {
+      const sources = [await newSource(store), await newSource(store), await newSource(store), await newSource(store), await newSource(store)];
+      const ids = sources.map((s) => s.id).sort();
+      const latest = T0 + 2_000_000_000;
+      const deletion = regulation('DELETE_ONLY', ['u1'], ids, { createdAt: latest });
+      await store.createRegulation(deletion);
+      const suppression = regulation('SUPPRESS_ONLY', ['u1'], ids, { createdAt: latest + 1 });
+      await store.createRegulation(suppression);
+
+      const [suppressed, deleting] = await store.listRegulations({ limit: 2, sources: 2 });
+      assert.deepEqual(deleting!.sources.map((s) => s.sourceId), ids.slice(0, 2), 'the first by source id');
+      assert.deepEqual(deleting!.sourceCounts, { total: 5, pending: 5, failed: 0 });
+      assert.deepEqual(suppressed!.sourceCounts, { total: 5, pending: 0, failed: 0 });
+      assert.deepEqual((await store.listRegulations({ limit: 1, sources: 0 }))[0]!.sources, []);
+
+      assert.equal(await store.runRegulationStep({ regulationId: deletion.id, sourceId: ids[4]!, eraseUserIds: ['u1'], messages: [], at: latest + 5 }), true);
+      assert.equal(await store.failRegulationStep({ regulationId: deletion.id, sourceId: ids[0]!, }, 'boom', latest + 6), true);
+      const counted = (await store.listRegulations({ limit: 2, sources: 1 })).find((r) => r.id === deletion.id)!;
+      assert.deepEqual(counted.sourceCounts, { total: 5, pending: 3, failed: 1 }, 'kept as steps end');
+      assert.equal(counted.status, 'RUNNING');
+      assert.deepEqual(counted.sources.map((s) => [s.sourceId, s.status]), [[ids[0], 'FAILED']]);
+
+      const all = await store.getRegulation(deletion.id);
+      assert.deepEqual(all?.sources.map((s) => s.sourceId), ids, 'every source without a page');
+      assert.deepEqual(all?.sourceCounts, counted.sourceCounts);
+      const page = await store.getRegulation(deletion.id, { after: ids[1], limit: 2 });
+      assert.deepEqual(page?.sources.map((s) => s.sourceId), ids.slice(2, 4));
+      assert.deepEqual(page?.subjectIds, ['u1']);
+      assert.deepEqual((await store.getRegulation(deletion.id, { limit: 1 }))?.sources.map((s) => s.sourceId), [ids[0]]);
     });
 
     test('records the highest unprocessed raw seq when stored, whatever the clocks say', async (store) => {

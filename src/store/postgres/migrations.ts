@@ -468,6 +468,18 @@ const MIGRATIONS: readonly string[] = [
   ALTER SEQUENCE suppressions_seq OWNED BY suppressions.seq;
   CREATE UNIQUE INDEX suppressions_by_seq ON suppressions (seq);
   `,
+  // A request's source rows counted on its row (see the SQLite twin).
+  `
+  ALTER TABLE regulations
+    ADD COLUMN source_count integer NOT NULL DEFAULT 0,
+    ADD COLUMN pending_count integer NOT NULL DEFAULT 0,
+    ADD COLUMN failed_count integer NOT NULL DEFAULT 0;
+  UPDATE regulations r SET source_count = c.total, pending_count = c.pending, failed_count = c.failed
+    FROM (SELECT regulation_id, count(*) AS total, count(*) FILTER (WHERE status = 'PENDING') AS pending,
+                 count(*) FILTER (WHERE status = 'FAILED') AS failed
+          FROM regulation_sources GROUP BY regulation_id) c
+    WHERE r.id = c.regulation_id;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

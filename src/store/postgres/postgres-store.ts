@@ -33,6 +33,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationStepKey,
   RegulationStepRun,
   ReplayPage,
@@ -481,8 +482,8 @@ export class PostgresStore implements Store {
     return regulations.listRegulations(this.pool, filter);
   }
 
-  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
-    return regulations.getRegulation(this.pool, id);
+  async getRegulation(id: string, sources?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
+    return regulations.getRegulation(this.pool, id, sources);
   }
 
   async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {

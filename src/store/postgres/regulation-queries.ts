@@ -11,6 +11,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
@@ -30,6 +31,9 @@ interface RegulationRow {
   status: RegulationStatus;
   created_at: number;
   updated_at: number;
+  source_count: number;
+  pending_count: number;
+  failed_count: number;
 }
 
 interface SuppressionRow {
@@ -45,7 +49,7 @@ interface SuppressionRow {
 const EVERY_SOURCE = '*';
 
 /** Every column but the subject ids, which lists leave out. */
-const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, failed_count';
 
 /** User ids as messages.user_id stores them (see textColumn), so that they match. */
 const userColumn = (ids: readonly string[]): string[] => ids.map((id) => textColumn(id)!);
@@ -66,8 +70,8 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
   // processed (their messages are committed, and the steps erase them) or not
   // yet committed, so not acknowledged yet.
   await client.query(
-    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, (${HIGHEST_RAW_SEQ}))`,
+    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, raw_seq_mark)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, (${HIGHEST_RAW_SEQ}))`,
     [
       regulation.id,
       regulation.regulationType,
@@ -76,6 +80,8 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
       regulation.sourceIds ?? null,
       initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
       at,
+      regulation.stepSourceIds.length,
+      effects.deletes ? regulation.stepSourceIds.length : 0,
     ],
   );
   if (regulation.stepSourceIds.length > 0) {
@@ -178,11 +184,10 @@ export async function failRegulationStep(client: pg.ClientBase, step: Regulation
 async function updateStatus(client: pg.ClientBase, regulationId: string, at: number): Promise<void> {
   await client.query(`SELECT 1 FROM regulations WHERE id = $1 FOR UPDATE`, [regulationId]);
   await client.query(
-    `UPDATE regulations SET updated_at = $2, status = (
-       SELECT CASE WHEN count(*) FILTER (WHERE status = 'PENDING') > 0 THEN 'RUNNING'
-                   WHEN count(*) FILTER (WHERE status = 'FAILED') > 0 THEN 'FAILED'
-                   ELSE 'FINISHED' END
-       FROM regulation_sources WHERE regulation_id = $1)
+    `UPDATE regulations SET updated_at = $2, pending_count = c.pending, failed_count = c.failed,
+       status = CASE WHEN c.pending > 0 THEN 'RUNNING' WHEN c.failed > 0 THEN 'FAILED' ELSE 'FINISHED' END
+     FROM (SELECT count(*) FILTER (WHERE status = 'PENDING') AS pending, count(*) FILTER (WHERE status = 'FAILED') AS failed
+           FROM regulation_sources WHERE regulation_id = $1) c
      WHERE id = $1`,
     [regulationId, at],
   );
@@ -193,10 +198,12 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
     `SELECT ${LIST_COLUMNS} FROM regulations WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2`,
     [filter.status ?? null, filter.limit],
   );
-  if (rows.length === 0) return [];
+  if (rows.length === 0 || filter.sources === 0) return rows.map((row) => toRecord(row, []));
+  // The first rows of each request by its primary key: the others are not read.
   const sources = await pool.query<RegulationSourceRow>(
-    `SELECT * FROM regulation_sources WHERE regulation_id = ANY($1::text[]) ORDER BY regulation_id, source_id`,
-    [rows.map((row) => row.id)],
+    `SELECT s.* FROM unnest($1::text[]) AS r(id),
+       LATERAL (SELECT * FROM regulation_sources WHERE regulation_id = r.id ORDER BY source_id LIMIT $2) s`,
+    [rows.map((row) => row.id), filter.sources],
   );
   const byRegulation = new Map<string, RegulationSourceRecord[]>();
   for (const row of sources.rows) {
@@ -207,11 +214,14 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
   return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
 }
 
-export async function getRegulation(pool: pg.Pool, id: string): Promise<RegulationDetail | undefined> {
+export async function getRegulation(pool: pg.Pool, id: string, page?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
   const { rows } = await pool.query<RegulationRow & { subject_ids: string[]; raw_seq_mark: string }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
   const row = rows[0];
   if (row === undefined) return undefined;
-  const sources = await pool.query<RegulationSourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
+  const sources = await pool.query<RegulationSourceRow>(
+    `SELECT * FROM regulation_sources WHERE regulation_id = $1 AND ($2::text IS NULL OR source_id > $2) ORDER BY source_id LIMIT $3`,
+    [id, page?.after ?? null, page?.limit ?? null],
+  );
   return { ...toRecord(row, sources.rows.map(toRegulationSourceRecord)), subjectIds: row.subject_ids, rawSeqMark: Number(row.raw_seq_mark) };
 }
 
@@ -258,5 +268,6 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     sources,
+    sourceCounts: { total: row.source_count, pending: row.pending_count, failed: row.failed_count },
   };
 }

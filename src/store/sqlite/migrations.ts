@@ -638,6 +638,18 @@ const MIGRATIONS: readonly string[] = [
     WHERE user_id = numbered.u AND source_id = numbered.s;
   CREATE UNIQUE INDEX suppressions_by_seq ON suppressions (seq);
   `,
+  // A request's source rows counted on its row, kept as its steps end, so
+  // that the list of requests need not read them all: 151 requests over 997
+  // sources made a 9 MB list that held the event loop for 2.9 s.
+  `
+  ALTER TABLE regulations ADD COLUMN source_count INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE regulations ADD COLUMN pending_count INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE regulations ADD COLUMN failed_count INTEGER NOT NULL DEFAULT 0;
+  UPDATE regulations SET source_count = c.total, pending_count = c.pending, failed_count = c.failed
+    FROM (SELECT regulation_id, count(*) AS total, sum(status = 'PENDING') AS pending, sum(status = 'FAILED') AS failed
+          FROM regulation_sources GROUP BY regulation_id) AS c
+    WHERE id = c.regulation_id;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -11,6 +11,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
@@ -29,6 +30,9 @@ interface RegulationRow {
   status: RegulationStatus;
   created_at: number;
   updated_at: number;
+  source_count: number;
+  pending_count: number;
+  failed_count: number;
 }
 
 interface SuppressionRow {
@@ -44,7 +48,7 @@ interface SuppressionRow {
 const EVERY_SOURCE = '*';
 
 /** Every column but the subject ids, which lists leave out. */
-const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, failed_count';
 
 /** The seq a suppression row takes when it changes (see the migration that added it). */
 const NEXT_SUPPRESSION_SEQ = '(SELECT coalesce(max(seq), 0) + 1 FROM suppressions)';
@@ -68,8 +72,8 @@ export class RegulationQueries {
   private readonly eraseDeliveries: Statement<[string, string]>;
   private readonly eraseMessages: Statement<[string, string]>;
   private readonly stepCounts: Statement<[string], { pending: number; failed: number }>;
-  private readonly setStatus: Statement<[RegulationStatus, number, string]>;
-  private readonly sourcesOf: Statement<[string], RegulationSourceRow>;
+  private readonly setStatus: Statement<[RegulationStatus, number, number, number, string]>;
+  private readonly sourcesOf: Statement<[string, string, number], RegulationSourceRow>;
   private readonly runStepTx: Transaction<(step: RegulationStepRun) => boolean>;
   private readonly failStepTx: Transaction<(step: RegulationStepKey, error: string, at: number) => boolean>;
 
@@ -78,8 +82,8 @@ export class RegulationQueries {
     private readonly messages: MessageQueries,
   ) {
     this.insertRegulation = db.prepare(`
-      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ${HIGHEST_RAW_SEQ})`);
+      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, raw_seq_mark)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HIGHEST_RAW_SEQ})`);
     this.insertSource = db.prepare(`
       INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at) VALUES (?, ?, ?, ?)`);
     this.suppress = db.prepare(`
@@ -105,8 +109,9 @@ export class RegulationQueries {
     this.stepCounts = db.prepare(`
       SELECT coalesce(sum(status = 'PENDING'), 0) AS pending, coalesce(sum(status = 'FAILED'), 0) AS failed
       FROM regulation_sources WHERE regulation_id = ?`);
-    this.setStatus = db.prepare(`UPDATE regulations SET status = ?, updated_at = ? WHERE id = ?`);
-    this.sourcesOf = db.prepare(`SELECT * FROM regulation_sources WHERE regulation_id = ? ORDER BY source_id`);
+    this.setStatus = db.prepare(`UPDATE regulations SET status = ?, updated_at = ?, pending_count = ?, failed_count = ? WHERE id = ?`);
+    // By the primary key: a page costs its rows, whatever the request's number of sources.
+    this.sourcesOf = db.prepare(`SELECT * FROM regulation_sources WHERE regulation_id = ? AND source_id > ? ORDER BY source_id LIMIT ?`);
     this.runStepTx = db.transaction((step: RegulationStepRun) => this.runStepNow(step));
     this.failStepTx = db.transaction((step: RegulationStepKey, error: string, at: number) => {
       if (this.fail.run(error, at, step.regulationId, step.sourceId).changes === 0) return false;
@@ -128,6 +133,8 @@ export class RegulationQueries {
       initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
       at,
       at,
+      regulation.stepSourceIds.length,
+      effects.deletes ? regulation.stepSourceIds.length : 0,
     );
     for (const sourceId of regulation.stepSourceIds) {
       this.insertSource.run(regulation.id, sourceId, effects.deletes ? 'PENDING' : 'FINISHED', at);
@@ -176,7 +183,7 @@ export class RegulationQueries {
   private updateStatus(regulationId: string, at: number): void {
     const { pending, failed } = this.stepCounts.get(regulationId)!;
     const status: RegulationStatus = pending > 0 ? 'RUNNING' : failed > 0 ? 'FAILED' : 'FINISHED';
-    this.setStatus.run(status, at, regulationId);
+    this.setStatus.run(status, at, pending, failed, regulationId);
   }
 
   list(filter: RegulationFilter): RegulationRecord[] {
@@ -187,27 +194,23 @@ export class RegulationQueries {
             .prepare(`SELECT ${LIST_COLUMNS} FROM regulations WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
             .all(filter.status, filter.limit)
     ) as RegulationRow[];
-    if (rows.length === 0) return [];
-    const sources = this.db
-      .prepare(`SELECT * FROM regulation_sources WHERE regulation_id IN (SELECT value FROM json_each(?)) ORDER BY regulation_id, source_id`)
-      .all(JSON.stringify(rows.map((r) => r.id))) as RegulationSourceRow[];
-    const byRegulation = new Map<string, RegulationSourceRecord[]>();
-    for (const row of sources) {
-      let list = byRegulation.get(row.regulation_id);
-      if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
-      list.push(toRegulationSourceRecord(row));
-    }
-    return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
+    return rows.map((row) => toRecord(row, this.sourcePage(row.id, { limit: filter.sources })));
   }
 
-  get(id: string): RegulationDetail | undefined {
+  get(id: string, sources?: RegulationSourcePage): RegulationDetail | undefined {
     const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string; raw_seq_mark: number }) | undefined;
     if (row === undefined) return undefined;
     return {
-      ...toRecord(row, this.sourcesOf.all(id).map(toRegulationSourceRecord)),
+      ...toRecord(row, this.sourcePage(id, sources ?? { limit: -1 })),
       subjectIds: JSON.parse(row.subject_ids) as string[],
       rawSeqMark: row.raw_seq_mark,
     };
+  }
+
+  /** A limit of -1: every row. */
+  private sourcePage(id: string, page: RegulationSourcePage): RegulationSourceRecord[] {
+    if (page.limit === 0) return [];
+    return this.sourcesOf.all(id, page.after ?? '', page.limit).map(toRegulationSourceRecord);
   }
 
   listPendingSteps(limit: number): RegulationStepKey[] {
@@ -252,5 +255,6 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     sources,
+    sourceCounts: { total: row.source_count, pending: row.pending_count, failed: row.failed_count },
   };
 }

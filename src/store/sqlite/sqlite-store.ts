@@ -31,6 +31,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationStepKey,
   RegulationStepRun,
   ReplayPage,
@@ -436,8 +437,8 @@ export class SqliteStore implements Store {
     return this.regulations.list(filter);
   }
 
-  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
-    return this.regulations.get(id);
+  async getRegulation(id: string, sources?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
+    return this.regulations.get(id, sources);
   }
 
   async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {
