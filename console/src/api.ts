@@ -274,7 +274,9 @@ export interface Regulation {
   readonly sourceIds: string[] | null;
   readonly status: string;
   readonly createdAt: string;
+  /** In a list, the first 20 by source id; `sourceCounts` counts them all. */
   readonly sources: Array<{ sourceId: string; status: string; error?: string }>;
+  readonly sourceCounts: { total: number; pending: number; finished: number; failed: number };
 }
 
 export type ComputationKind = 'trait' | 'audience';

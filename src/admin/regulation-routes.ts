@@ -16,6 +16,8 @@ export function regulationRoutes(regulations: RegulationAdmin): (app: FastifyIns
       reply.code(201).send(await regulations.create(request.body)),
     );
     app.get<{ Querystring: Record<string, string | undefined> }>('/regulations', { schema: REGULATION_SCHEMAS.list }, async (request) => regulations.list(request.query));
-    app.get<{ Params: { id: string } }>('/regulations/:id', { schema: REGULATION_SCHEMAS.get }, async (request) => regulations.get(request.params.id));
+    app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>('/regulations/:id', { schema: REGULATION_SCHEMAS.get }, async (request) =>
+      regulations.get(request.params.id, request.query),
+    );
   };
 }

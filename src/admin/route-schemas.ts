@@ -1,6 +1,7 @@
 import { MAX_ID_BYTES } from '../domain/normalize.js';
 import { MAX_REPLAY_AHEAD_MS, MAX_RUNNING_REPLAYS } from '../domain/replay.js';
 import { MAX_DEBUGGER_STREAMS } from './debugger-stream.js';
+import { LIST_SOURCES } from './regulation-admin.js';
 import { type JsonSchema, documented } from '../route-documentation.js';
 import { idParams, ok, stringList, time, timeInput } from './schema-parts.js';
 
@@ -141,7 +142,16 @@ const regulation: JsonSchema = {
     status: { type: 'string' },
     createdAt: time,
     updatedAt: time,
-    sources: { type: 'array', items: { type: 'object', properties: { sourceId: { type: 'string' }, status: { type: 'string' }, error: { type: 'string' } } } },
+    sources: {
+      type: 'array',
+      description: `Status per source, by source id: in a list the first ${LIST_SOURCES}, reading one a page (sourcesAfter, sourcesLimit); sourceCounts counts them all`,
+      items: { type: 'object', properties: { sourceId: { type: 'string' }, status: { type: 'string' }, error: { type: 'string' } } },
+    },
+    sourceCounts: {
+      type: 'object',
+      properties: { total: { type: 'integer' }, pending: { type: 'integer' }, finished: { type: 'integer' }, failed: { type: 'integer' } },
+    },
+    nextSourcesAfter: { type: 'string', description: 'Reading one: more sources follow; pass it as sourcesAfter' },
   },
 };
 
@@ -377,8 +387,15 @@ export const REGULATION_SCHEMAS = documented({
     summary: 'One request with its status per source',
     tags: ['regulations'],
     params: idParams,
+    querystring: {
+      type: 'object',
+      properties: {
+        sourcesAfter: { type: 'string', description: 'The sources after this id (a nextSourcesAfter)' },
+        sourcesLimit: { type: 'string', description: 'Sources per page, 1 to 1000 (default 1000)' },
+      },
+    },
     'x-responses': { 200: ok('The request', regulation) },
-    'x-errors': ['not_found'],
+    'x-errors': ['invalid_request', 'not_found'],
   },
 });
 

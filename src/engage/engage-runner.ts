@@ -452,7 +452,7 @@ export class EngageRunner {
   /** Erases the profiles of users a deletion request names, once per request, sending nothing for them. */
   private async eraseRegulatedProfiles(definitions: Definitions): Promise<void> {
     const { store, now } = this.options;
-    const regulations = await store.listRegulations({ limit: REGULATIONS_PER_PASS });
+    const regulations = await store.listRegulations({ limit: REGULATIONS_PER_PASS, sources: 0 });
     for (const regulation of regulations) {
       if (this.erasedRegulations.has(regulation.id) || !regulationEffects(regulation.regulationType).deletes) continue;
       // Once its messages are erased, so that the stream cannot rebuild the profile from them.

@@ -5,7 +5,9 @@ export type ConfigSource = ConfigStore & ChangeFeed;
 
 /**
  * A value built from the store's config (sources, destinations,
- * suppressions) and held in memory for the hot paths. Rebuilt when this
+ * suppressions) and held in memory for the hot paths. `build` may make it
+ * anew or bring the one it holds up to date (the suppressions read only
+ * what changed: `SuppressionList`). Rebuilt when this
  * process changes the config (callers await {@link reload} before
  * answering) and, by polling the store's config version, when another
  * process does: changes show within `pollMs`.

@@ -334,6 +334,21 @@ export interface NewRegulation {
 export interface RegulationFilter {
   readonly status?: RegulationStatus | undefined;
   readonly limit: number;
+  /** How many source rows each request carries (its first by source id); `sourceCounts` counts them all. */
+  readonly sources: number;
+}
+
+/** Which of a request's source rows to read: those after `after` (by source id), at most `limit`. */
+export interface RegulationSourcePage {
+  readonly after?: string | undefined;
+  readonly limit: number;
+}
+
+/** A request's source rows counted by status (finished: the rest). */
+export interface RegulationSourceCounts {
+  readonly total: number;
+  readonly pending: number;
+  readonly failed: number;
 }
 
 export interface RegulationSourceRecord {
@@ -352,8 +367,10 @@ export interface RegulationRecord {
   readonly status: RegulationStatus;
   readonly createdAt: number;
   readonly updatedAt: number;
-  /** One per affected source, ordered by source id. */
+  /** One per affected source, ordered by source id; lists and pages carry some of them (see `sourceCounts`). */
   readonly sources: readonly RegulationSourceRecord[];
+  /** All its source rows, counted: kept on the request's row as the steps end, so a list need not read them. */
+  readonly sourceCounts: RegulationSourceCounts;
 }
 
 export interface RegulationDetail extends RegulationRecord {
@@ -387,6 +404,13 @@ export interface SuppressionRecord {
   /** The request that started (or last renewed) it. */
   readonly regulationId: string;
   readonly createdAt: number;
+}
+
+/** A suppression row as it last changed: in force, or lifted since (then `regulationId` is the request that lifted it). */
+export interface SuppressionChange extends SuppressionRecord {
+  /** Higher for every change than for any change committed before it, from any node. */
+  readonly seq: number;
+  readonly lifted: boolean;
 }
 
 export type ReplayStatus = 'running' | 'done' | 'cancelled';

@@ -2,7 +2,7 @@ import type { DestinationKind } from '../domain/routing.js';
 import type { TrafficCount } from '../domain/traffic.js';
 import type { TrackingPlanStore } from './tracking-plan-records.js';
 import type { ObservationStore } from './observation-records.js';
-import type { AppendResult, ClaimRequest, NewRawRequest, ProcessingOptions, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, ReplayLimits, ReplayRange, ReplayRefusal, RegulationDetail, RegulationFilter, RegulationRecord, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionRecord } from './records.js';
+import type { AppendResult, ClaimRequest, NewRawRequest, ProcessingOptions, RawBacklog, RawProcessed, RawRequest, ClaimedDelivery, DeliveryDetail, DeliveryFilter, DeliveryOutcome, DeliveryRecord, DestinationRecord, IngestEntry, NewRegulation, NewReplay, ReplayLimits, ReplayRange, ReplayRefusal, RegulationDetail, RegulationFilter, RegulationRecord, RegulationSourcePage, RegulationStepKey, RegulationStepRun, ReplayPage, ReplayRecord, RequeueFilter, SourcePatch, SourceRecord, StoredMessage, SuppressionChange, SuppressionRecord } from './records.js';
 import type { TransformationStore } from './transformation-records.js';
 import type { FunctionStore } from './function-records.js';
 import type { ComputationKind, ComputationMember, ComputationPatch, ComputationRecord, EngageBatch, ProfileRecord } from './engage-records.js';
@@ -286,11 +286,17 @@ export interface RegulationStore {
   /**
    * Requests newest first (`createdAt`, then id, both descending), only
    * those of `status` when given, at most `limit`. Without their subject ids,
-   * which can be thousands a request: {@link getRegulation} has them.
+   * which can be thousands a request: {@link getRegulation} has them. Each
+   * with its first `sources` source rows (by source id) and `sourceCounts`
+   * (all of them, counted), read without reading the other rows: a request
+   * can have a row per source, and there can be thousands of sources.
    */
   listRegulations(filter: RegulationFilter): Promise<RegulationRecord[]>;
-  /** One request with its subject ids (in the order stored), or undefined. */
-  getRegulation(id: string): Promise<RegulationDetail | undefined>;
+  /**
+   * One request with its subject ids (in the order stored), or undefined;
+   * with the source rows of `sources` (all of them when omitted).
+   */
+  getRegulation(id: string, sources?: RegulationSourcePage): Promise<RegulationDetail | undefined>;
   /** Up to `limit` `PENDING` source rows, those of the oldest requests (createdAt, id) first. */
   listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]>;
   /**
@@ -327,6 +333,18 @@ export interface RegulationStore {
   failRegulationStep(step: RegulationStepKey, error: string, at: number): Promise<boolean>;
   /** Every suppression in force, in no particular order. */
   listSuppressions(): Promise<SuppressionRecord[]>;
+  /**
+   * The suppression rows that changed after `afterSeq` (0: from the first),
+   * in `seq` order, at most `limit`: those in force and those lifted since
+   * (a lift keeps the row, marked `lifted`, with a new seq), so that a node
+   * holding the suppressions in memory reads only what changed since it last
+   * read, removals included. Every row {@link createRegulation} writes gets a
+   * seq higher than any committed before; and once a reader has seen a seq,
+   * every lower one is committed (on PostgreSQL the writes queue on the config
+   * version's row lock, so seqs are taken in commit order): reading on from
+   * the highest seq seen misses nothing.
+   */
+  listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]>;
 }
 
 /** Replays. */

@@ -282,6 +282,21 @@ describeBrowser('the web console in Chromium', () => {
     await screenshot(page, 'regulations');
   });
 
+  it('lists a request over many sources with its first 20 and the rest counted', async () => {
+    const many = [];
+    for (let i = 0; i < 24; i++) many.push(await sy.createSource(`many ${i}`));
+    const created = await sy.admin('POST', '/regulations', { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: ['trudy'] });
+    assert.equal(created.status, 201);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    const row = page.locator('tbody tr').filter({ hasText: created.body.id });
+    await row.waitFor();
+    assert.equal(await row.locator('li').count(), 20);
+    // shop, the sources of earlier tests and these 24: the rest counted.
+    const { body } = await sy.admin('GET', `/regulations/${created.body.id}`);
+    assert.match((await row.textContent()) ?? '', new RegExp(`and ${body.sources.length - 20} more \\(${body.sources.length} finished, 0 pending, 0 failed in all\\)`));
+    for (const source of many) await sy.admin('DELETE', `/sources/${source.id}`);
+  });
+
   it('renames, disables and deletes a source after a confirmation naming what is lost', async () => {
     await page.getByRole('link', { name: 'Sources' }).click();
     await page.getByRole('button', { name: 'Rename shop' }).click();

@@ -222,6 +222,41 @@ void describe('regulations: deletion and suppression requests', () => {
     assert.ok(byStatus.body.regulations.every((r: any) => r.status === 'FINISHED'));
     assert.equal((await sy.admin('GET', '/regulations?status=FAILED')).body.regulations.length, 0);
   });
+
+  void it('lists at most 20 sources per request with all of them counted, and pages them reading one', async () => {
+    for (let i = 0; i < 60; i++) await sy.createSource(`bounded ${i}`);
+    const sourceIds = ((await sy.admin('GET', '/sources')).body.sources as Array<{ id: string }>).map((s) => s.id).sort();
+    assert.ok(sourceIds.length >= 60);
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) ids.push(await regulate(sy, { regulationType: 'SUPPRESS_ONLY', subjectType: 'USER_ID', subjectIds: [`b${i}`] }));
+
+    const listed = await sy.admin('GET', '/regulations?limit=30');
+    assert.deepEqual(listed.body.regulations.map((r: any) => r.id), [...ids].reverse());
+    for (const regulation of listed.body.regulations) {
+      assert.deepEqual(regulation.sources.map((s: any) => s.sourceId), sourceIds.slice(0, 20), 'the first 20 by source id');
+      assert.deepEqual(regulation.sourceCounts, { total: sourceIds.length, pending: 0, finished: sourceIds.length, failed: 0 });
+      assert.equal(regulation.nextSourcesAfter, undefined);
+    }
+    // Bounded by the 20, whatever the number of sources: under 3 KB a request here.
+    assert.ok(JSON.stringify(listed.body).length < 30 * 3_000, `${JSON.stringify(listed.body).length} bytes`);
+
+    const pages: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const { status, body } = await sy.admin('GET', `/regulations/${ids[0]}?sourcesLimit=25${after === undefined ? '' : `&sourcesAfter=${after}`}`);
+      assert.equal(status, 200);
+      assert.ok(body.sources.length <= 25);
+      assert.deepEqual(body.subjectIds, ['b0']);
+      pages.push(...body.sources.map((s: any) => s.sourceId));
+      after = body.nextSourcesAfter;
+      if (after === undefined) break;
+    }
+    assert.deepEqual(pages, sourceIds, 'every source, once, in order');
+    assert.equal((await sy.admin('GET', `/regulations/${ids[0]}`)).body.sources.length, sourceIds.length, 'up to 1,000 unasked');
+    const refused = await sy.admin('GET', `/regulations/${ids[0]}?sourcesLimit=1001`);
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.error.code, 'invalid_request');
+  });
 });
 
 void describe('regulations: restarts', () => {

@@ -198,6 +198,9 @@ void describe('ids stored with U+0000 through migration 24, where two become one
             ['x\uFFFD\uFFFD', 's', 'reg_1'],
           ],
         );
+        // The later migration numbers the rows there were, for the nodes that read suppressions by seq.
+        const changes = await store.listSuppressionChanges(0, 100);
+        assert.deepEqual(changes.map((c) => [c.seq, c.lifted]), [[1, false], [2, false]]);
       } finally {
         await store.close();
       }

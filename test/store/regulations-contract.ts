@@ -98,6 +98,7 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
         createdAt: created.createdAt,
         updatedAt: created.createdAt,
         sources: [a.id, b.id].sort().map((sourceId) => ({ sourceId, status: 'PENDING', error: undefined, updatedAt: created.createdAt })),
+        sourceCounts: { total: 2, pending: 2, failed: 0 },
         rawSeqMark: 0,
       });
       const pending = (await store.listPendingRegulationSteps(1000)).filter((s) => s.regulationId === created.id);
@@ -278,6 +279,52 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.equal((await store.getRegulation(r5.id))?.status, 'FINISHED');
     });
 
+    test('lists the suppression rows changed after a seq, lifts included, and nothing for other config changes', async (store) => {
+      const [a, b] = [await newSource(store), await newSource(store)];
+      const [x, y] = [user('x'), user('y')];
+      const everything = async (): Promise<number> => {
+        const all = await store.listSuppressionChanges(0, 1_000_000);
+        assert.deepEqual(all.map((c) => c.seq), [...all.map((c) => c.seq)].sort((p, q) => p - q), 'in seq order');
+        assert.equal(new Set(all.map((c) => c.seq)).size, all.length, 'one seq per row');
+        return all.length === 0 ? 0 : all[all.length - 1]!.seq;
+      };
+      const since = async (seq: number) =>
+        (await store.listSuppressionChanges(seq, 100)).map((c) => `${c.userId === x ? 'x' : 'y'}@${c.sourceId === undefined ? 'all' : c.sourceId === a.id ? 'a' : 'b'}:${c.lifted ? 'lifted' : 'in force'}:${c.regulationId}`);
+
+      const s0 = await everything();
+      const r1 = regulation('SUPPRESS_ONLY', [x, y], [a.id, b.id]);
+      await store.createRegulation(r1);
+      assert.deepEqual((await since(s0)).sort(), [`x@all:in force:${r1.id}`, `y@all:in force:${r1.id}`]);
+      const s1 = await everything();
+      assert.deepEqual(await since(s1), [], 'nothing after the highest seq');
+
+      await store.updateSource(a.id, { name: 'renamed' }, T0);
+      await store.createRegulation(regulation('DELETE_ONLY', [x], [a.id]));
+      assert.deepEqual(await since(s1), [], 'a source renamed, a deletion: no suppression row changes');
+
+      const r2 = regulation('SUPPRESS_ONLY', [x], [a.id], { sourceIds: [a.id] });
+      await store.createRegulation(r2);
+      assert.deepEqual(await since(s1), [`x@a:in force:${r2.id}`], 'one new suppressed user: one row');
+      const s2 = await everything();
+
+      const lift = regulation('UNSUPPRESS', [x], [a.id, b.id]);
+      await store.createRegulation(lift);
+      assert.deepEqual((await since(s2)).sort(), [`x@a:lifted:${lift.id}`, `x@all:lifted:${lift.id}`], 'a lift shows as lifted rows with new seqs');
+      assert.deepEqual(
+        (await store.listSuppressions()).filter((s) => s.userId === x || s.userId === y).map((s) => s.userId),
+        [y],
+        'lifted rows are not in force',
+      );
+      const s3 = await everything();
+      const again = regulation('SUPPRESS_ONLY', [x], [a.id, b.id]);
+      await store.createRegulation(again);
+      assert.deepEqual(await since(s3), [`x@all:in force:${again.id}`], 'suppressed again: the lifted row is in force again');
+
+      const [first, second] = await store.listSuppressionChanges(s0, 1).then(async (page) => [page, await store.listSuppressionChanges(page[0]!.seq, 1)]);
+      assert.equal(first!.length, 1);
+      assert.ok(second![0]!.seq > first![0]!.seq, 'pages by seq');
+    });
+
     test('lists regulations newest first, by status, at most the limit, without subject ids', async (store) => {
       const a = await newSource(store);
       const later = T0 + 1_000_000_000;
@@ -286,18 +333,49 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       await store.createRegulation(first);
       await store.createRegulation(second);
 
-      const listed = await store.listRegulations({ limit: 2 });
+      const listed = await store.listRegulations({ limit: 2, sources: 10 });
       assert.deepEqual(listed.map((r) => r.id), [second.id, first.id]);
       assert.equal((listed[1] as { subjectIds?: unknown }).subjectIds, undefined, 'no subject ids in lists');
       assert.equal(listed[1]!.subjectCount, 3);
       assert.deepEqual(listed[1]!.sources, [{ sourceId: a.id, status: 'PENDING', error: undefined, updatedAt: later }]);
       assert.deepEqual(listed[0]!.sourceIds, [a.id]);
-      assert.deepEqual((await store.listRegulations({ limit: 1 })).map((r) => r.id), [second.id]);
+      assert.deepEqual((await store.listRegulations({ limit: 1, sources: 10 })).map((r) => r.id), [second.id]);
 
-      const initialized = await store.listRegulations({ status: 'INITIALIZED', limit: 1000 });
+      const initialized = await store.listRegulations({ status: 'INITIALIZED', limit: 1000, sources: 0 });
       assert.ok(initialized.some((r) => r.id === first.id));
       assert.ok(initialized.every((r) => r.status === 'INITIALIZED'));
-      assert.ok((await store.listRegulations({ status: 'FINISHED', limit: 1 })).some((r) => r.id === second.id));
+      assert.ok((await store.listRegulations({ status: 'FINISHED', limit: 1, sources: 0 })).some((r) => r.id === second.id));
+    });
+
+    test('lists each request with its first source rows and all of them counted; pages them reading one', async (store) => {
+      const sources = [await newSource(store), await newSource(store), await newSource(store), await newSource(store), await newSource(store)];
+      const ids = sources.map((s) => s.id).sort();
+      const latest = T0 + 2_000_000_000;
+      const deletion = regulation('DELETE_ONLY', ['u1'], ids, { createdAt: latest });
+      await store.createRegulation(deletion);
+      const suppression = regulation('SUPPRESS_ONLY', ['u1'], ids, { createdAt: latest + 1 });
+      await store.createRegulation(suppression);
+
+      const [suppressed, deleting] = await store.listRegulations({ limit: 2, sources: 2 });
+      assert.deepEqual(deleting!.sources.map((s) => s.sourceId), ids.slice(0, 2), 'the first by source id');
+      assert.deepEqual(deleting!.sourceCounts, { total: 5, pending: 5, failed: 0 });
+      assert.deepEqual(suppressed!.sourceCounts, { total: 5, pending: 0, failed: 0 });
+      assert.deepEqual((await store.listRegulations({ limit: 1, sources: 0 }))[0]!.sources, []);
+
+      assert.equal(await store.runRegulationStep({ regulationId: deletion.id, sourceId: ids[4]!, eraseUserIds: ['u1'], messages: [], at: latest + 5 }), true);
+      assert.equal(await store.failRegulationStep({ regulationId: deletion.id, sourceId: ids[0]!, }, 'boom', latest + 6), true);
+      const counted = (await store.listRegulations({ limit: 2, sources: 1 })).find((r) => r.id === deletion.id)!;
+      assert.deepEqual(counted.sourceCounts, { total: 5, pending: 3, failed: 1 }, 'kept as steps end');
+      assert.equal(counted.status, 'RUNNING');
+      assert.deepEqual(counted.sources.map((s) => [s.sourceId, s.status]), [[ids[0], 'FAILED']]);
+
+      const all = await store.getRegulation(deletion.id);
+      assert.deepEqual(all?.sources.map((s) => s.sourceId), ids, 'every source without a page');
+      assert.deepEqual(all?.sourceCounts, counted.sourceCounts);
+      const page = await store.getRegulation(deletion.id, { after: ids[1], limit: 2 });
+      assert.deepEqual(page?.sources.map((s) => s.sourceId), ids.slice(2, 4));
+      assert.deepEqual(page?.subjectIds, ['u1']);
+      assert.deepEqual((await store.getRegulation(deletion.id, { limit: 1 }))?.sources.map((s) => s.sourceId), [ids[0]]);
     });
 
     test('records the highest unprocessed raw seq when stored, whatever the clocks say', async (store) => {

@@ -121,6 +121,12 @@ export function RegulationsPage(_props: { route: Route }) {
                       </li>
                     ))}
                   </ul>
+                  {regulation.sourceCounts.total > regulation.sources.length && (
+                    <div>
+                      and {regulation.sourceCounts.total - regulation.sources.length} more ({regulation.sourceCounts.finished} finished,{' '}
+                      {regulation.sourceCounts.pending} pending, {regulation.sourceCounts.failed} failed in all)
+                    </div>
+                  )}
                 </td>
               </tr>
             ))}

@@ -460,6 +460,33 @@ const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX messages_by_source_time ON messages (source_id, received_at, seq);
   `,
+  // Suppressions are read by what changed, not whole (see the SQLite twin):
+  // each row takes the sequence's next value whenever it changes, and a lift
+  // keeps the row, marked lifted. Suppression writes queue on the config
+  // version's row lock (PostgresStore.configChange) before taking a value,
+  // so values are taken in commit order and a reader that has seen one has
+  // seen every lower one.
+  `
+  CREATE SEQUENCE suppressions_seq;
+  ALTER TABLE suppressions ADD COLUMN lifted boolean NOT NULL DEFAULT false;
+  ALTER TABLE suppressions ADD COLUMN seq bigint;
+  UPDATE suppressions SET seq = nextval('suppressions_seq');
+  ALTER TABLE suppressions ALTER COLUMN seq SET DEFAULT nextval('suppressions_seq'), ALTER COLUMN seq SET NOT NULL;
+  ALTER SEQUENCE suppressions_seq OWNED BY suppressions.seq;
+  CREATE UNIQUE INDEX suppressions_by_seq ON suppressions (seq);
+  `,
+  // A request's source rows counted on its row (see the SQLite twin).
+  `
+  ALTER TABLE regulations
+    ADD COLUMN source_count integer NOT NULL DEFAULT 0,
+    ADD COLUMN pending_count integer NOT NULL DEFAULT 0,
+    ADD COLUMN failed_count integer NOT NULL DEFAULT 0;
+  UPDATE regulations r SET source_count = c.total, pending_count = c.pending, failed_count = c.failed
+    FROM (SELECT regulation_id, count(*) AS total, count(*) FILTER (WHERE status = 'PENDING') AS pending,
+                 count(*) FILTER (WHERE status = 'FAILED') AS failed
+          FROM regulation_sources GROUP BY regulation_id) c
+    WHERE r.id = c.regulation_id;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -36,6 +36,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationStepKey,
   RegulationStepRun,
   ReplayPage,
@@ -48,6 +49,7 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { ChangeListener, notifyStatement } from './change-listener.js';
@@ -487,8 +489,8 @@ export class PostgresStore implements Store {
     return regulations.listRegulations(this.pool, filter);
   }
 
-  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
-    return regulations.getRegulation(this.pool, id);
+  async getRegulation(id: string, sources?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
+    return regulations.getRegulation(this.pool, id, sources);
   }
 
   async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {
@@ -509,6 +511,10 @@ export class PostgresStore implements Store {
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
     return regulations.listSuppressions(this.pool);
+  }
+
+  async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+    return regulations.listSuppressionChanges(this.pool, afterSeq, limit);
   }
 
 

@@ -11,9 +11,11 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { textColumn } from './connection.js';
@@ -29,6 +31,9 @@ interface RegulationRow {
   status: RegulationStatus;
   created_at: number;
   updated_at: number;
+  source_count: number;
+  pending_count: number;
+  failed_count: number;
 }
 
 interface SuppressionRow {
@@ -36,13 +41,15 @@ interface SuppressionRow {
   source_id: string;
   regulation_id: string;
   created_at: number;
+  seq: number;
+  lifted: boolean;
 }
 
 /** How the suppressions table writes "every source" (no source id is '*'), as in SQLite. */
 const EVERY_SOURCE = '*';
 
 /** Every column but the subject ids, which lists leave out. */
-const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, failed_count';
 
 /** User ids as messages.user_id stores them (see textColumn), so that they match. */
 const userColumn = (ids: readonly string[]): string[] => ids.map((id) => textColumn(id)!);
@@ -63,8 +70,8 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
   // processed (their messages are committed, and the steps erase them) or not
   // yet committed, so not acknowledged yet.
   await client.query(
-    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, (${HIGHEST_RAW_SEQ}))`,
+    `INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, raw_seq_mark)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, (${HIGHEST_RAW_SEQ}))`,
     [
       regulation.id,
       regulation.regulationType,
@@ -73,6 +80,8 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
       regulation.sourceIds ?? null,
       initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
       at,
+      regulation.stepSourceIds.length,
+      effects.deletes ? regulation.stepSourceIds.length : 0,
     ],
   );
   if (regulation.stepSourceIds.length > 0) {
@@ -84,19 +93,23 @@ export async function createRegulation(client: pg.ClientBase, regulation: NewReg
   }
   if (effects.suppression === 'add') {
     // DISTINCT: an upsert may not touch one row twice, and two ids can map to
-    // one stored id (U+0000 and U+FFFD).
+    // one stored id (U+0000 and U+FFFD). excluded.seq is the sequence's next
+    // value, taken for the row proposed.
     await client.query(
       `INSERT INTO suppressions (user_id, source_id, regulation_id, created_at)
        SELECT DISTINCT u.user_id, s.source_id, $3::text, $4::bigint FROM unnest($1::text[]) AS u(user_id), unnest($2::text[]) AS s(source_id)
-       ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`,
+       ON CONFLICT (user_id, source_id) DO UPDATE SET
+         regulation_id = excluded.regulation_id, created_at = excluded.created_at, seq = excluded.seq, lifted = false`,
       [subjects, regulation.sourceIds ?? [EVERY_SOURCE], regulation.id, at],
     );
   } else if (effects.suppression === 'remove') {
-    // Naming sources lifts only their rows, never an "every source" one.
-    await client.query(`DELETE FROM suppressions WHERE user_id = ANY($1::text[]) AND ($2::text[] IS NULL OR source_id = ANY($2::text[]))`, [
-      subjects,
-      regulation.sourceIds ?? null,
-    ]);
+    // Naming sources lifts only their rows, never an "every source" one. The
+    // rows stay, lifted, with a new seq: other nodes read the lift from them.
+    await client.query(
+      `UPDATE suppressions SET lifted = true, regulation_id = $3, created_at = $4, seq = nextval('suppressions_seq')
+       WHERE user_id = ANY($1::text[]) AND ($2::text[] IS NULL OR source_id = ANY($2::text[])) AND NOT lifted`,
+      [subjects, regulation.sourceIds ?? null, regulation.id, at],
+    );
   }
 }
 
@@ -171,11 +184,10 @@ export async function failRegulationStep(client: pg.ClientBase, step: Regulation
 async function updateStatus(client: pg.ClientBase, regulationId: string, at: number): Promise<void> {
   await client.query(`SELECT 1 FROM regulations WHERE id = $1 FOR UPDATE`, [regulationId]);
   await client.query(
-    `UPDATE regulations SET updated_at = $2, status = (
-       SELECT CASE WHEN count(*) FILTER (WHERE status = 'PENDING') > 0 THEN 'RUNNING'
-                   WHEN count(*) FILTER (WHERE status = 'FAILED') > 0 THEN 'FAILED'
-                   ELSE 'FINISHED' END
-       FROM regulation_sources WHERE regulation_id = $1)
+    `UPDATE regulations SET updated_at = $2, pending_count = c.pending, failed_count = c.failed,
+       status = CASE WHEN c.pending > 0 THEN 'RUNNING' WHEN c.failed > 0 THEN 'FAILED' ELSE 'FINISHED' END
+     FROM (SELECT count(*) FILTER (WHERE status = 'PENDING') AS pending, count(*) FILTER (WHERE status = 'FAILED') AS failed
+           FROM regulation_sources WHERE regulation_id = $1) c
      WHERE id = $1`,
     [regulationId, at],
   );
@@ -186,10 +198,12 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
     `SELECT ${LIST_COLUMNS} FROM regulations WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2`,
     [filter.status ?? null, filter.limit],
   );
-  if (rows.length === 0) return [];
+  if (rows.length === 0 || filter.sources === 0) return rows.map((row) => toRecord(row, []));
+  // The first rows of each request by its primary key: the others are not read.
   const sources = await pool.query<RegulationSourceRow>(
-    `SELECT * FROM regulation_sources WHERE regulation_id = ANY($1::text[]) ORDER BY regulation_id, source_id`,
-    [rows.map((row) => row.id)],
+    `SELECT s.* FROM unnest($1::text[]) AS r(id),
+       LATERAL (SELECT * FROM regulation_sources WHERE regulation_id = r.id ORDER BY source_id LIMIT $2) s`,
+    [rows.map((row) => row.id), filter.sources],
   );
   const byRegulation = new Map<string, RegulationSourceRecord[]>();
   for (const row of sources.rows) {
@@ -200,11 +214,14 @@ export async function listRegulations(pool: pg.Pool, filter: RegulationFilter): 
   return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
 }
 
-export async function getRegulation(pool: pg.Pool, id: string): Promise<RegulationDetail | undefined> {
+export async function getRegulation(pool: pg.Pool, id: string, page?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
   const { rows } = await pool.query<RegulationRow & { subject_ids: string[]; raw_seq_mark: string }>(`SELECT * FROM regulations WHERE id = $1`, [id]);
   const row = rows[0];
   if (row === undefined) return undefined;
-  const sources = await pool.query<RegulationSourceRow>(`SELECT * FROM regulation_sources WHERE regulation_id = $1 ORDER BY source_id`, [id]);
+  const sources = await pool.query<RegulationSourceRow>(
+    `SELECT * FROM regulation_sources WHERE regulation_id = $1 AND ($2::text IS NULL OR source_id > $2) ORDER BY source_id LIMIT $3`,
+    [id, page?.after ?? null, page?.limit ?? null],
+  );
   return { ...toRecord(row, sources.rows.map(toRegulationSourceRecord)), subjectIds: row.subject_ids, rawSeqMark: Number(row.raw_seq_mark) };
 }
 
@@ -218,13 +235,27 @@ export async function listPendingRegulationSteps(pool: pg.Pool, limit: number): 
 }
 
 export async function listSuppressions(pool: pg.Pool): Promise<SuppressionRecord[]> {
-  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions`);
-  return rows.map((row) => ({
+  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions WHERE NOT lifted`);
+  return rows.map((row) => {
+    const { seq: _seq, lifted: _lifted, ...record } = toSuppressionChange(row);
+    return record;
+  });
+}
+
+export async function listSuppressionChanges(pool: pg.Pool, afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+  const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions WHERE seq > $1 ORDER BY seq LIMIT $2`, [afterSeq, limit]);
+  return rows.map(toSuppressionChange);
+}
+
+function toSuppressionChange(row: SuppressionRow): SuppressionChange {
+  return {
     userId: row.user_id,
     sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
     regulationId: row.regulation_id,
     createdAt: row.created_at,
-  }));
+    seq: row.seq,
+    lifted: row.lifted,
+  };
 }
 
 function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {
@@ -237,5 +268,6 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     sources,
+    sourceCounts: { total: row.source_count, pending: row.pending_count, failed: row.failed_count },
   };
 }

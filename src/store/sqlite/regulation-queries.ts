@@ -11,9 +11,11 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationSourceRecord,
   RegulationStepKey,
   RegulationStepRun,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import type { MessageQueries } from './message-queries.js';
@@ -28,6 +30,9 @@ interface RegulationRow {
   status: RegulationStatus;
   created_at: number;
   updated_at: number;
+  source_count: number;
+  pending_count: number;
+  failed_count: number;
 }
 
 interface SuppressionRow {
@@ -35,13 +40,18 @@ interface SuppressionRow {
   source_id: string;
   regulation_id: string;
   created_at: number;
+  seq: number;
+  lifted: 0 | 1;
 }
 
 /** How the suppressions table writes "every source" (no source id is '*'). */
 const EVERY_SOURCE = '*';
 
 /** Every column but the subject ids, which lists leave out. */
-const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at';
+const LIST_COLUMNS = 'id, regulation_type, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, failed_count';
+
+/** The seq a suppression row takes when it changes (see the migration that added it). */
+const NEXT_SUPPRESSION_SEQ = '(SELECT coalesce(max(seq), 0) + 1 FROM suppressions)';
 
 /** A source's messages of the given users (a JSON array), but never the `delete` messages sent for them. */
 const USERS_MESSAGES = `
@@ -53,16 +63,17 @@ export class RegulationQueries {
   private readonly insertRegulation: Statement<unknown[]>;
   private readonly insertSource: Statement<[string, string, RegulationStepStatus, number]>;
   private readonly suppress: Statement<[string, string, string, number]>;
-  private readonly unsuppressAll: Statement<[string]>;
-  private readonly unsuppressOne: Statement<[string, string]>;
+  private readonly suppressedSources: Statement<[string], { source_id: string }>;
+  private readonly lift: Statement<[string, number, string, string]>;
+  private readonly suppressionChanges: Statement<[number, number], SuppressionRow>;
   private readonly claim: Statement<[number, string, string]>;
   private readonly fail: Statement<[string, number, string, string]>;
   private readonly eraseAttempts: Statement<[string, string]>;
   private readonly eraseDeliveries: Statement<[string, string]>;
   private readonly eraseMessages: Statement<[string, string]>;
   private readonly stepCounts: Statement<[string], { pending: number; failed: number }>;
-  private readonly setStatus: Statement<[RegulationStatus, number, string]>;
-  private readonly sourcesOf: Statement<[string], RegulationSourceRow>;
+  private readonly setStatus: Statement<[RegulationStatus, number, number, number, string]>;
+  private readonly sourcesOf: Statement<[string, string, number], RegulationSourceRow>;
   private readonly runStepTx: Transaction<(step: RegulationStepRun) => boolean>;
   private readonly failStepTx: Transaction<(step: RegulationStepKey, error: string, at: number) => boolean>;
 
@@ -71,15 +82,20 @@ export class RegulationQueries {
     private readonly messages: MessageQueries,
   ) {
     this.insertRegulation = db.prepare(`
-      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, raw_seq_mark)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ${HIGHEST_RAW_SEQ})`);
+      INSERT INTO regulations (id, regulation_type, subject_ids, subject_count, source_ids, status, created_at, updated_at, source_count, pending_count, raw_seq_mark)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${HIGHEST_RAW_SEQ})`);
     this.insertSource = db.prepare(`
       INSERT INTO regulation_sources (regulation_id, source_id, status, updated_at) VALUES (?, ?, ?, ?)`);
     this.suppress = db.prepare(`
-      INSERT INTO suppressions (user_id, source_id, regulation_id, created_at) VALUES (?, ?, ?, ?)
-      ON CONFLICT (user_id, source_id) DO UPDATE SET regulation_id = excluded.regulation_id, created_at = excluded.created_at`);
-    this.unsuppressAll = db.prepare(`DELETE FROM suppressions WHERE user_id = ?`);
-    this.unsuppressOne = db.prepare(`DELETE FROM suppressions WHERE user_id = ? AND source_id = ?`);
+      INSERT INTO suppressions (user_id, source_id, regulation_id, created_at, seq, lifted) VALUES (?, ?, ?, ?, ${NEXT_SUPPRESSION_SEQ}, 0)
+      ON CONFLICT (user_id, source_id) DO UPDATE SET
+        regulation_id = excluded.regulation_id, created_at = excluded.created_at, seq = excluded.seq, lifted = 0`);
+    // One row a statement: each takes its own seq.
+    this.suppressedSources = db.prepare(`SELECT source_id FROM suppressions WHERE user_id = ? AND lifted = 0`);
+    this.lift = db.prepare(`
+      UPDATE suppressions SET lifted = 1, regulation_id = ?, created_at = ?, seq = ${NEXT_SUPPRESSION_SEQ}
+      WHERE user_id = ? AND source_id = ? AND lifted = 0`);
+    this.suppressionChanges = db.prepare(`SELECT * FROM suppressions WHERE seq > ? ORDER BY seq LIMIT ?`);
     this.claim = db.prepare(`
       UPDATE regulation_sources SET status = 'FINISHED', updated_at = ?
       WHERE regulation_id = ? AND source_id = ? AND status = 'PENDING'`);
@@ -93,8 +109,9 @@ export class RegulationQueries {
     this.stepCounts = db.prepare(`
       SELECT coalesce(sum(status = 'PENDING'), 0) AS pending, coalesce(sum(status = 'FAILED'), 0) AS failed
       FROM regulation_sources WHERE regulation_id = ?`);
-    this.setStatus = db.prepare(`UPDATE regulations SET status = ?, updated_at = ? WHERE id = ?`);
-    this.sourcesOf = db.prepare(`SELECT * FROM regulation_sources WHERE regulation_id = ? ORDER BY source_id`);
+    this.setStatus = db.prepare(`UPDATE regulations SET status = ?, updated_at = ?, pending_count = ?, failed_count = ? WHERE id = ?`);
+    // By the primary key: a page costs its rows, whatever the request's number of sources.
+    this.sourcesOf = db.prepare(`SELECT * FROM regulation_sources WHERE regulation_id = ? AND source_id > ? ORDER BY source_id LIMIT ?`);
     this.runStepTx = db.transaction((step: RegulationStepRun) => this.runStepNow(step));
     this.failStepTx = db.transaction((step: RegulationStepKey, error: string, at: number) => {
       if (this.fail.run(error, at, step.regulationId, step.sourceId).changes === 0) return false;
@@ -116,6 +133,8 @@ export class RegulationQueries {
       initialStatus(regulation.regulationType, regulation.stepSourceIds.length),
       at,
       at,
+      regulation.stepSourceIds.length,
+      effects.deletes ? regulation.stepSourceIds.length : 0,
     );
     for (const sourceId of regulation.stepSourceIds) {
       this.insertSource.run(regulation.id, sourceId, effects.deletes ? 'PENDING' : 'FINISHED', at);
@@ -125,8 +144,8 @@ export class RegulationQueries {
       if (effects.suppression === 'add') {
         for (const scope of scopes) this.suppress.run(userId, scope, regulation.id, at);
       } else if (effects.suppression === 'remove') {
-        if (regulation.sourceIds === undefined) this.unsuppressAll.run(userId);
-        else for (const sourceId of regulation.sourceIds) this.unsuppressOne.run(userId, sourceId);
+        const lifted = regulation.sourceIds ?? this.suppressedSources.all(userId).map((row) => row.source_id);
+        for (const sourceId of lifted) this.lift.run(regulation.id, at, userId, sourceId);
       }
     }
   }
@@ -164,7 +183,7 @@ export class RegulationQueries {
   private updateStatus(regulationId: string, at: number): void {
     const { pending, failed } = this.stepCounts.get(regulationId)!;
     const status: RegulationStatus = pending > 0 ? 'RUNNING' : failed > 0 ? 'FAILED' : 'FINISHED';
-    this.setStatus.run(status, at, regulationId);
+    this.setStatus.run(status, at, pending, failed, regulationId);
   }
 
   list(filter: RegulationFilter): RegulationRecord[] {
@@ -175,27 +194,23 @@ export class RegulationQueries {
             .prepare(`SELECT ${LIST_COLUMNS} FROM regulations WHERE status = ? ORDER BY created_at DESC, id DESC LIMIT ?`)
             .all(filter.status, filter.limit)
     ) as RegulationRow[];
-    if (rows.length === 0) return [];
-    const sources = this.db
-      .prepare(`SELECT * FROM regulation_sources WHERE regulation_id IN (SELECT value FROM json_each(?)) ORDER BY regulation_id, source_id`)
-      .all(JSON.stringify(rows.map((r) => r.id))) as RegulationSourceRow[];
-    const byRegulation = new Map<string, RegulationSourceRecord[]>();
-    for (const row of sources) {
-      let list = byRegulation.get(row.regulation_id);
-      if (list === undefined) byRegulation.set(row.regulation_id, (list = []));
-      list.push(toRegulationSourceRecord(row));
-    }
-    return rows.map((row) => toRecord(row, byRegulation.get(row.id) ?? []));
+    return rows.map((row) => toRecord(row, this.sourcePage(row.id, { limit: filter.sources })));
   }
 
-  get(id: string): RegulationDetail | undefined {
+  get(id: string, sources?: RegulationSourcePage): RegulationDetail | undefined {
     const row = this.db.prepare(`SELECT * FROM regulations WHERE id = ?`).get(id) as (RegulationRow & { subject_ids: string; raw_seq_mark: number }) | undefined;
     if (row === undefined) return undefined;
     return {
-      ...toRecord(row, this.sourcesOf.all(id).map(toRegulationSourceRecord)),
+      ...toRecord(row, this.sourcePage(id, sources ?? { limit: -1 })),
       subjectIds: JSON.parse(row.subject_ids) as string[],
       rawSeqMark: row.raw_seq_mark,
     };
+  }
+
+  /** A limit of -1: every row. */
+  private sourcePage(id: string, page: RegulationSourcePage): RegulationSourceRecord[] {
+    if (page.limit === 0) return [];
+    return this.sourcesOf.all(id, page.after ?? '', page.limit).map(toRegulationSourceRecord);
   }
 
   listPendingSteps(limit: number): RegulationStepKey[] {
@@ -208,13 +223,26 @@ export class RegulationQueries {
   }
 
   listSuppressions(): SuppressionRecord[] {
-    return (this.db.prepare(`SELECT * FROM suppressions`).all() as SuppressionRow[]).map((row) => ({
-      userId: row.user_id,
-      sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
-      regulationId: row.regulation_id,
-      createdAt: row.created_at,
-    }));
+    return (this.db.prepare(`SELECT * FROM suppressions WHERE lifted = 0`).all() as SuppressionRow[]).map((row) => {
+      const { seq: _seq, lifted: _lifted, ...record } = toSuppressionChange(row);
+      return record;
+    });
   }
+
+  listSuppressionChanges(afterSeq: number, limit: number): SuppressionChange[] {
+    return this.suppressionChanges.all(afterSeq, limit).map(toSuppressionChange);
+  }
+}
+
+function toSuppressionChange(row: SuppressionRow): SuppressionChange {
+  return {
+    userId: row.user_id,
+    sourceId: row.source_id === EVERY_SOURCE ? undefined : row.source_id,
+    regulationId: row.regulation_id,
+    createdAt: row.created_at,
+    seq: row.seq,
+    lifted: row.lifted === 1,
+  };
 }
 
 function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): RegulationRecord {
@@ -227,5 +255,6 @@ function toRecord(row: RegulationRow, sources: RegulationSourceRecord[]): Regula
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     sources,
+    sourceCounts: { total: row.source_count, pending: row.pending_count, failed: row.failed_count },
   };
 }

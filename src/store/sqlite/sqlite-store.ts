@@ -34,6 +34,7 @@ import type {
   RegulationDetail,
   RegulationFilter,
   RegulationRecord,
+  RegulationSourcePage,
   RegulationStepKey,
   RegulationStepRun,
   ReplayPage,
@@ -46,6 +47,7 @@ import type {
   StoreCapabilities,
   StoreTopic,
   StoredMessage,
+  SuppressionChange,
   SuppressionRecord,
 } from '../store.js';
 import { DeliveryQueries } from './delivery-queries.js';
@@ -444,8 +446,8 @@ export class SqliteStore implements Store {
     return this.regulations.list(filter);
   }
 
-  async getRegulation(id: string): Promise<RegulationDetail | undefined> {
-    return this.regulations.get(id);
+  async getRegulation(id: string, sources?: RegulationSourcePage): Promise<RegulationDetail | undefined> {
+    return this.regulations.get(id, sources);
   }
 
   async listPendingRegulationSteps(limit: number): Promise<RegulationStepKey[]> {
@@ -467,6 +469,10 @@ export class SqliteStore implements Store {
 
   async listSuppressions(): Promise<SuppressionRecord[]> {
     return this.regulations.listSuppressions();
+  }
+
+  async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
+    return this.regulations.listSuppressionChanges(afterSeq, limit);
   }
 
   // --- delivery ----------------------------------------------------------------------
