@@ -52,9 +52,10 @@ export const PLAN_BOUNDS = Object.freeze({
    * The most a message may cost to check, in the units of `plan-cost.ts`
    * (one keyword check of one value each), estimated at save for the largest
    * message a source accepts: the schema that applies to it (an event's,
-   * identify or group traits) plus `common`.
+   * identify or group traits) plus `common`. At this bound a 32 KB message
+   * measured at most ~55 ms when every check fails, ~1.5 ms when it passes.
    */
-  checkUnits: 150_000,
+  checkUnits: 250_000,
 });
 
 const DEFAULT_CONTROLS: PlanControls = { unplannedEvents: 'allow', violations: 'flag', unplannedProperties: 'allow' };
