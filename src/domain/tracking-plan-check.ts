@@ -60,21 +60,22 @@ export function checkAgainstPlan(plan: CompiledPlan, message: JsonObject, type: 
   } else if (type === 'identify' && plan.identify !== undefined) target = { schema: plan.identify, at: 'traits' };
   else if (type === 'group' && plan.group !== undefined) target = { schema: plan.group, at: 'traits' };
 
-  const omitted: string[][] = [];
+  // Where violations are, to delete them: only gathered for omit (ajv may report thousands of errors).
+  const omit = controls.violations === 'omit' ? { paths: [] as string[][], seen: new Set<string>() } : undefined;
   if (target !== undefined) {
     const value = message[target.at] ?? {};
     const { known } = target.schema;
     if (controls.unplannedProperties === 'omit' && known !== undefined && isJsonObject(value)) {
       for (const key of Object.keys(value)) if (!known.has(key)) delete value[key];
     }
-    if (!validates(target.schema.validate, value, `/${target.at}`, violations)) collect(target.schema.validate.errors, `/${target.at}`, violations, omitted);
+    if (!validates(target.schema.validate, value, `/${target.at}`, violations)) collect(target.schema.validate.errors, `/${target.at}`, violations, omit);
   }
-  if (plan.common !== undefined && !validates(plan.common.validate, message, '', violations)) collect(plan.common.validate.errors, '', violations, omitted);
+  if (plan.common !== undefined && !validates(plan.common.validate, message, '', violations)) collect(plan.common.validate.errors, '', violations, omit);
   const schemaViolations = violations.length > 0 && violations.at(-1)!.type !== 'Unplanned-Event';
   if (schemaViolations && controls.violations !== 'allow') {
     if (controls.violations === 'block') block = true;
     else report = true;
-    if (controls.violations === 'omit') for (const path of omitted) deleteAt(message, path);
+    if (omit !== undefined) for (const path of omit.paths) deleteAt(message, path);
   }
   if (violations.length === 0) return PASS;
   const shown = violations.slice(0, PLAN_BOUNDS.violationsPerMessage);
@@ -103,20 +104,33 @@ function validates(validate: CompiledSchema['validate'], value: unknown, at: str
   }
 }
 
-/** ajv's errors as violations (prefixing where in the message the schema applied), and the paths `omit` would delete. */
-function collect(errors: readonly ErrorObject[] | null | undefined, prefix: string, into: Violation[], omitted: string[][]): void {
+/**
+ * ajv's errors as violations (prefixing where in the message the schema
+ * applied), and, for omit, the paths to delete. ajv reports every error
+ * (thousands for an array of wrong items): past the first
+ * {@link PLAN_BOUNDS.violationsPerMessage} only an error at a new path is
+ * looked at, and only for omit.
+ */
+function collect(errors: readonly ErrorObject[] | null | undefined, prefix: string, into: Violation[], omit: { paths: string[][]; seen: Set<string> } | undefined): void {
   for (const error of errors ?? []) {
+    const shown = into.length < PLAN_BOUNDS.violationsPerMessage;
+    if (!shown && omit === undefined) return;
     const instancePath = prefix + error.instancePath;
     const params = error.params as Record<string, unknown>;
+    const additional = error.keyword === 'additionalProperties' || error.keyword === 'unevaluatedProperties';
+    const additionalProperty = additional ? String(params['additionalProperty'] ?? params['unevaluatedProperty']) : undefined;
+    // The same place again (another keyword, another branch): nothing new to delete.
+    const place = additionalProperty === undefined ? instancePath : `${instancePath}\u0000${additionalProperty}`;
+    if (!shown && (error.keyword === 'required' || omit!.seen.has(place))) continue;
     let type: ViolationType;
     let property: string | undefined;
     let path: string[] | undefined;
     if (error.keyword === 'required') {
       type = 'Required-Missing';
       property = String(params['missingProperty']);
-    } else if (error.keyword === 'additionalProperties' || error.keyword === 'unevaluatedProperties') {
+    } else if (additionalProperty !== undefined) {
       type = 'Additional-Properties';
-      property = String(params['additionalProperty'] ?? params['unevaluatedProperty']);
+      property = additionalProperty;
       path = [...pointer(instancePath), property];
     } else {
       type = error.keyword === 'type' ? 'Datatype-Mismatch' : ADVANCED.has(error.keyword) ? 'Advance-Rules-Violation' : 'Unknown-Violation';
@@ -124,8 +138,11 @@ function collect(errors: readonly ErrorObject[] | null | undefined, prefix: stri
       property = path.at(-1);
     }
     // Only what a plan is about goes: properties and traits, never the message's own fields.
-    if (path !== undefined && path.length > 1 && (path[0] === 'properties' || path[0] === 'traits')) omitted.push(path);
-    if (into.length < PLAN_BOUNDS.violationsPerMessage) {
+    if (omit !== undefined && path !== undefined && !omit.seen.has(place) && path.length > 1 && (path[0] === 'properties' || path[0] === 'traits')) {
+      omit.seen.add(place);
+      omit.paths.push(path);
+    }
+    if (shown) {
       const message = property !== undefined && error.keyword !== 'required' ? `${property} ${error.message ?? 'is invalid'}` : (error.message ?? 'is invalid');
       into.push(property === undefined ? { type, message, meta: { instancePath, schemaPath: error.schemaPath } } : { type, message, property, meta: { instancePath, schemaPath: error.schemaPath } });
     }
@@ -133,7 +150,9 @@ function collect(errors: readonly ErrorObject[] | null | undefined, prefix: stri
 }
 
 function pointer(path: string): string[] {
-  return path === '' ? [] : path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (path === '') return [];
+  const segments = path.slice(1).split('/');
+  return path.includes('~') ? segments.map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~')) : segments;
 }
 
 /** Deletes the value at `path`: the key in its object, or (in an array) the nearest enclosing object key. */

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { isJsonObject, type JsonObject } from './message.js';
+import { schemaCost } from './plan-cost.js';
 import { keepsUnicode, unsafePattern } from './safe-pattern.js';
 
 /**
@@ -47,6 +48,14 @@ export const PLAN_BOUNDS = Object.freeze({
    * took 15 s to compile, and 2,000 patternProperties ~0.4 s per message.
    */
   patterns: 500,
+  /**
+   * The most a message may cost to check, in the units of `plan-cost.ts`
+   * (one keyword check of one value each), estimated at save for the largest
+   * message a source accepts: the schema that applies to it (an event's,
+   * identify or group traits) plus `common`. At this bound a 32 KB message
+   * measured at most ~55 ms when every check fails, ~1.5 ms when it passes.
+   */
+  checkUnits: 250_000,
 });
 
 const DEFAULT_CONTROLS: PlanControls = { unplannedEvents: 'allow', violations: 'flag', unplannedProperties: 'allow' };
@@ -92,7 +101,35 @@ export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
   for (const { label, schema } of planSchemas(plan)) compileSchema(compiler, label, schema);
   const took = performance.now() - started;
   if (took > PLAN_BOUNDS.compileMs) throw invalid(`the plan's schemas took ${Math.round(took)} ms to compile, over ${PLAN_BOUNDS.compileMs} ms`);
+  checkCost(plan);
   return plan;
+}
+
+/**
+ * Refuses a plan whose check of one message could cost more than
+ * {@link PLAN_BOUNDS.checkUnits} (see `plan-cost.ts`), or whose cost cannot
+ * be bounded (a `$ref` cycle, `uniqueItems` without a bound), naming the
+ * schema and its costliest keyword.
+ */
+function checkCost(plan: TrackingPlanDefinition): void {
+  let common = 0;
+  const costs: { label: string; units: number; costliest: string }[] = [];
+  for (const { label, slot, schema } of planSchemas(plan)) {
+    const cost = schemaCost(schema);
+    if ('refused' in cost) throw invalid(`${label}: ${cost.refused} (keyword "${cost.keyword}")`);
+    if (slot.kind === 'common') common = cost.units;
+    costs.push({ label, units: cost.units, costliest: cost.costliest });
+  }
+  for (const { label, units, costliest } of costs) {
+    const total = label === 'common' ? units : units + common;
+    if (total > PLAN_BOUNDS.checkUnits) {
+      const withCommon = label === 'common' || common === 0 ? '' : ` with common's ${Math.round(common)}`;
+      throw invalid(
+        `${label}: checking the largest message could cost ${Math.round(total)} units${withCommon}, over the ${PLAN_BOUNDS.checkUnits} a plan may cost; ` +
+          `its costliest keyword is "${costliest}" (a schema under items, additionalProperties or patternProperties applies to every item or key; see "What a plan costs") (keyword "${costliest}")`,
+      );
+    }
+  }
 }
 
 /** `pattern` strings and `patternProperties` keys anywhere in the plan; walked without recursion (a plan may nest deep). */

@@ -61,6 +61,33 @@ function planSuite(name: string, flags: () => Record<string, string>): void {
       assert.equal((await sy.admin('POST', '/sources/src_nope/tracking-plan', { events: {} })).status, 404);
     });
 
+    it('refuses a plan whose check of one message could cost too much, naming the event and the keyword; a bounded one still flags', async () => {
+      const source = await sy.createSource('costly');
+      const path = `/sources/${source.id}/tracking-plan`;
+      // Pairwise comparison of up to 16,000 items per message: refused.
+      const pairwise = await sy.admin('PUT', path, { events: { Tagged: { properties: { properties: { tags: { type: 'array', uniqueItems: true } } } } } });
+      assert.equal(pairwise.status, 400);
+      assert.equal(pairwise.body.error.code, 'invalid_tracking_plan');
+      assert.match(pairwise.body.error.message, /Tagged.*keyword "uniqueItems"/);
+      // Hundreds of patterns tried on every key of the properties: refused.
+      const patterns = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`^k${i}_`, { type: 'string' }]));
+      const keyed = await sy.admin('PUT', path, { events: { Keyed: { properties: { type: 'object', patternProperties: patterns } } } });
+      assert.equal(keyed.status, 400);
+      assert.match(keyed.body.error.message, /Keyed.*keyword "patternProperties"/);
+      // A schema that refers to itself: refused.
+      const recursive = await sy.admin('PUT', path, { events: { Tree: { properties: { definitions: { node: { type: 'array', items: { $ref: '#/definitions/node' } } }, $ref: '#/definitions/node' } } } });
+      assert.equal(recursive.status, 400);
+      assert.match(recursive.body.error.message, /Tree.*keyword "\$ref"/);
+      assert.equal((await sy.admin('GET', path)).status, 404, 'refused plans store nothing');
+
+      const bounded = { events: { Tagged: { properties: { type: 'object', properties: { tags: { type: 'array', uniqueItems: true, items: { type: 'string' } }, pairs: { type: 'array', uniqueItems: true, maxItems: 3 } } } } }, controls: { violations: 'flag' } };
+      const { writeKey } = await sourceWith('bounded', bounded);
+      assert.equal((await sy.send('/v1/track', writeKey, { userId: 'u1', event: 'Tagged', properties: { tags: ['a', 'b', 'a'], pairs: [{ x: 1 }, { x: 1 }] } })).status, 200);
+      const [flagged] = await eventually(() => (received('bounded').length === 1 ? received('bounded') : undefined), 30_000, 'the flagged message');
+      const violations = flagged!['context'].violationErrors as { type: string; meta: { instancePath: string } }[];
+      assert.deepEqual(violations.map((v) => `${v.type}:${v.meta.instancePath}`).sort(), ['Advance-Rules-Violation:/properties/pairs', 'Advance-Rules-Violation:/properties/tags']);
+    });
+
     it('a pattern that backtracks catastrophically holds up neither its source nor any other, in processing or in a preview', async () => {
       // Overlapping alternation under a quantifier: not a nested quantifier, so the save-time check lets it through.
       const plan = { events: { Code: { properties: { type: 'object', properties: { code: { type: 'string', pattern: '^(\\w|\\d)+$' } } } } }, controls: { violations: 'flag' } };
