@@ -132,6 +132,8 @@ export function schemaCost(root: unknown): SchemaCost {
       if (refused !== undefined) return refusal(refused);
     }
   }
+  const quadratic = refCallsUnderRepeats(order, edges);
+  if (quadratic !== undefined) return { refused: quadratic, keyword: '$ref' };
   // Post-order: every schema after all it leads to, so each is computed from its children's bounds.
   const bounds = new Map<object, Bounds>();
   for (const node of order) {
@@ -265,6 +267,72 @@ function boundsOf(schema: Record<string, unknown>, of: (child: unknown) => Bound
     key: sum(inPlaceKeyword, [own.key, names.value > 0 ? { ...names, keyword: 'propertyNames' } : NONE, ...listed((b) => b.key)]),
     keyBelow: sum(inPlaceKeyword, [max([objectKeyBelow, arrayKeyBelow]), ...listed((b) => b.keyBelow)]),
   };
+}
+
+/**
+ * Why the schema is refused when a `$ref` that ajv compiles as a call of its
+ * own can run once per item or key, else undefined. ajv inlines a `$ref`
+ * only when its target holds no `$ref`; a call's errors are appended to all
+ * collected so far (a copy each time, with `allErrors`), so under `items`,
+ * `additionalProperties`, `patternProperties`, … the check of one message
+ * grows with the square of its failing items: a definition that refers to
+ * another, under `items`, cost 122 ms for 16,000 failing items at 65,000
+ * units, and 5.3 s three levels deep. `order`: post-order (targets first).
+ */
+function refCallsUnderRepeats(order: readonly object[], edges: ReadonlyMap<object, readonly Edge[]>): string | undefined {
+  // Whether checking a value against the schema makes such a call, on the value or below it.
+  const calls = new Map<object, boolean>();
+  for (const node of order) {
+    const target = resolvedRefs.get(node);
+    let makes = target !== undefined && holdsRef(target);
+    for (const edge of edges.get(node) ?? []) if (!makes && typeof edge.to === 'object' && edge.to !== null && calls.get(edge.to) === true) makes = true;
+    calls.set(node, makes);
+  }
+  for (const node of order) {
+    if (Array.isArray(node)) continue;
+    for (const [keyword, child] of repeatedChildren(node as Record<string, unknown>)) {
+      if (typeof child === 'object' && child !== null && calls.get(child) === true) {
+        return `a $ref to a definition that itself holds a $ref, under "${keyword}": ajv then collects the errors of each item at a cost that grows with the square of the items; write the inner definition in place of its $ref`;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The schemas a schema applies to each of many items or keys, with their keyword. */
+function repeatedChildren(schema: Record<string, unknown>): Array<[string, unknown]> {
+  const out: Array<[string, unknown]> = [];
+  if (schema['items'] !== undefined && !Array.isArray(schema['items'])) out.push(['items', schema['items']]);
+  for (const keyword of [...EACH_ITEM, ...EACH_KEY]) if (keyword in schema) out.push([keyword, schema[keyword]]);
+  const patternProperties = schema['patternProperties'];
+  if (isJsonObject(patternProperties)) for (const value of Object.values(patternProperties)) out.push(['patternProperties', value]);
+  return out;
+}
+
+/** Whether a schema holds a `$ref` anywhere in it (ajv's test for not inlining a `$ref` to it); iterative: a schema may nest deep. */
+function holdsRef(schema: unknown): boolean {
+  if (typeof schema !== 'object' || schema === null) return false;
+  const known = refHolders.get(schema);
+  if (known !== undefined) return known;
+  const holds = findsRef(schema);
+  refHolders.set(schema, holds);
+  return holds;
+}
+
+/** {@link holdsRef}'s answers, by schema (many `$ref`s may lead to one definition). */
+const refHolders = new WeakMap<object, boolean>();
+
+function findsRef(schema: object): boolean {
+  const pending: unknown[] = [schema];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (Array.isArray(next)) pending.push(...(next as unknown[]));
+    else if (isJsonObject(next)) {
+      if ('$ref' in next) return true;
+      pending.push(...Object.values(next));
+    }
+  }
+  return false;
 }
 
 /** The schema each local `$ref` leads to, found while walking (a WeakMap: schemas are the caller's objects). */

@@ -237,6 +237,22 @@ describe('what checking a message can cost, bounded when the plan is saved', () 
     assert.doesNotThrow(() => parseTrackingPlan(event(shared)));
   });
 
+  it('refuses a $ref that ajv compiles as a call of its own (its target holds a $ref) under items, additionalProperties or patternProperties: its errors add up with the square of the items', () => {
+    const definitions = { category: { type: 'string' }, product: { type: 'object', properties: { sku: { type: 'string' }, category: { $ref: '#/definitions/category' } } } };
+    for (const [keyword, schema] of [
+      ['items', { definitions, properties: { products: { type: 'array', items: { $ref: '#/definitions/product' } } } }],
+      ['additionalProperties', { definitions, properties: { byId: { type: 'object', additionalProperties: { $ref: '#/definitions/product' } } } }],
+      ['patternProperties', { definitions, properties: { byId: { type: 'object', patternProperties: { '^p': { allOf: [{ $ref: '#/definitions/product' }] } } } } }],
+      ['items', { definitions, properties: { nested: { type: 'array', items: { type: 'object', properties: { p: { $ref: '#/definitions/product' } } } } } }],
+    ] as const) {
+      assert.match(refusal(event(schema)), new RegExp(`a \\$ref to a definition that itself holds a \\$ref, under "${keyword}".*keyword "\\$ref"`), JSON.stringify(schema));
+    }
+    // Inlined by ajv (the target holds no $ref) under items, or called once (not under items): accepted.
+    const inlined = { definitions: { product: { type: 'object', properties: { sku: { type: 'string' } } } }, properties: { products: { type: 'array', items: { $ref: '#/definitions/product' } } } };
+    assert.doesNotThrow(() => parseTrackingPlan(event(inlined)));
+    assert.doesNotThrow(() => parseTrackingPlan(event({ definitions, properties: { featured: { $ref: '#/definitions/product' } } })));
+  });
+
   it('counts a schema reached twice per level through $ref as many times: a chain of 22 doubles is 2^22 applications, refused', () => {
     const definitions: Record<string, unknown> = { d22: { type: 'number' } };
     for (let i = 0; i < 22; i++) definitions[`d${i}`] = { allOf: [{ $ref: `#/definitions/d${i + 1}` }, { $ref: `#/definitions/d${i + 1}` }] };
