@@ -98,7 +98,10 @@ export function parseTrackingPlan(input: unknown): TrackingPlanDefinition {
   const plan = { ...input, events, controls } as TrackingPlanDefinition;
   const started = performance.now();
   const compiler = new PlanCompiler();
-  for (const { label, schema } of planSchemas(plan)) compileSchema(compiler, label, schema);
+  for (const { label, schema } of planSchemas(plan)) {
+    compileSchema(compiler, label, schema);
+    refuseMisplacedProperty(label, schema);
+  }
   const took = performance.now() - started;
   if (took > PLAN_BOUNDS.compileMs) throw invalid(`the plan's schemas took ${Math.round(took)} ms to compile, over ${PLAN_BOUNDS.compileMs} ms`);
   checkCost(plan);
@@ -209,6 +212,8 @@ const AJV_OPTIONS = { allErrors: true, strict: false, validateSchema: true, addU
 
 function withFormats(ajv: Ajv): Ajv {
   addFormats(ajv, { mode: 'fast' });
+  // ajv throws on `id` ("use $id"), strict or not; in a plan it is an annotation (Segment's rules carry one), as the docs say.
+  ajv.removeKeyword('id');
   return ajv;
 }
 
@@ -256,6 +261,59 @@ function findUnsafePattern(schema: unknown, at: string): { at: string; why: stri
     }
     const found = findUnsafePattern(value, `${at}/${key}`);
     if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** Refused at save only: a stored plan compiles as it was saved. */
+function refuseMisplacedProperty(label: string, schema: unknown): void {
+  const misplaced = findMisplacedProperty(schema, '');
+  if (misplaced !== undefined) {
+    throw invalid(
+      `${label}: "${misplaced.key.slice(0, 100)}" at ${misplaced.at === '' ? '/' : misplaced.at} is not a JSON Schema keyword, so it would check nothing; ` +
+        `a property's schema goes under "properties": {"type": "object", "properties": {${JSON.stringify(misplaced.key.slice(0, 100))}: …}} (keyword "${misplaced.key.slice(0, 100)}")`,
+    );
+  }
+}
+
+/** The JSON Schema keywords of draft-07 and 2020-12 (with the annotations), which ajv reads or allows. */
+const KEYWORDS = new Set([
+  '$schema', '$id', 'id', '$ref', '$comment', '$defs', 'definitions', '$anchor', '$dynamicRef', '$dynamicAnchor', '$recursiveRef', '$recursiveAnchor', '$vocabulary',
+  'title', 'description', 'default', 'examples', 'readOnly', 'writeOnly', 'deprecated',
+  'type', 'enum', 'const', 'multipleOf', 'maximum', 'exclusiveMaximum', 'minimum', 'exclusiveMinimum', 'maxLength', 'minLength', 'pattern', 'format',
+  'items', 'additionalItems', 'prefixItems', 'maxItems', 'minItems', 'uniqueItems', 'contains', 'maxContains', 'minContains', 'unevaluatedItems',
+  'maxProperties', 'minProperties', 'required', 'properties', 'patternProperties', 'additionalProperties', 'unevaluatedProperties', 'propertyNames',
+  'dependencies', 'dependentRequired', 'dependentSchemas', 'if', 'then', 'else', 'allOf', 'anyOf', 'oneOf', 'not',
+  'contentEncoding', 'contentMediaType', 'contentSchema',
+]);
+/** Keywords whose value is a schema, a list of schemas, or an object of schemas. */
+const SCHEMA_KEYWORDS = new Set(['items', 'additionalItems', 'additionalProperties', 'unevaluatedItems', 'unevaluatedProperties', 'contains', 'propertyNames', 'if', 'then', 'else', 'not', 'contentSchema', 'allOf', 'anyOf', 'oneOf', 'prefixItems']);
+const SCHEMA_MAP_KEYWORDS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas', 'dependencies']);
+/** What only a schema holds: an unknown keyword whose value has one of these is a property written without "properties". */
+const SCHEMA_MARKS = ['type', 'enum', 'const', 'properties', 'items', '$ref', 'format', 'pattern'];
+
+/**
+ * An unknown keyword whose value is itself a schema (`{"revenue": {"type":
+ * "number"}}` in place of `{"properties": {"revenue": …}}`): ajv ignores
+ * unknown keywords (plans carry annotations), so such a plan would save and
+ * check nothing there. Walks the schema positions without recursion.
+ */
+function findMisplacedProperty(schema: unknown, root: string): { at: string; key: string } | undefined {
+  const stack: { node: unknown; at: string }[] = [{ node: schema, at: root }];
+  while (stack.length > 0) {
+    const { node, at } = stack.pop()!;
+    if (Array.isArray(node)) {
+      node.forEach((item, i) => stack.push({ node: item, at: `${at}/${i}` }));
+      continue;
+    }
+    if (!isJsonObject(node)) continue;
+    for (const [key, value] of Object.entries(node)) {
+      const path = `${at}/${key}`;
+      if (SCHEMA_KEYWORDS.has(key)) stack.push({ node: value, at: path });
+      else if (SCHEMA_MAP_KEYWORDS.has(key) && isJsonObject(value)) {
+        for (const [name, sub] of Object.entries(value)) stack.push({ node: sub, at: `${path}/${name}` });
+      } else if (!KEYWORDS.has(key) && isJsonObject(value) && SCHEMA_MARKS.some((mark) => Object.hasOwn(value, mark))) return { at: at, key };
+    }
   }
   return undefined;
 }

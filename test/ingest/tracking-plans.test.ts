@@ -61,6 +61,24 @@ function planSuite(name: string, flags: () => Record<string, string>): void {
       assert.equal((await sy.admin('POST', '/sources/src_nope/tracking-plan', { events: {} })).status, 404);
     });
 
+    it('refuses a property schema written without "properties" (a keyword ajv would ignore, checking nothing), naming the event and the property', async () => {
+      const source = await sy.createSource('misplaced');
+      const path = `/sources/${source.id}/tracking-plan`;
+      // The schema of the properties written as the properties themselves: saved, it would let `revenue: "ten"` through.
+      const flat = await sy.admin('PUT', path, { events: { 'Order Completed': { properties: { revenue: { type: 'number' } } } } });
+      assert.equal(flat.status, 400, JSON.stringify(flat.body));
+      assert.equal(flat.body.error.code, 'invalid_tracking_plan');
+      assert.match(flat.body.error.message, /^event "Order Completed": "revenue" at \/ is not a JSON Schema keyword.*"properties": \{"revenue": …\}.*\(keyword "revenue"\)$/);
+      // Deeper too, and in traits.
+      const nested = await sy.admin('PUT', path, { identify: { traits: { type: 'object', properties: { address: { type: 'object', city: { type: 'string' } } } } } });
+      assert.equal(nested.status, 400);
+      assert.match(nested.body.error.message, /^identify traits: "city" at \/properties\/address is not a JSON Schema keyword/);
+      assert.equal((await sy.admin('GET', path)).status, 404, 'refused plans store nothing');
+      // Annotations (Segment's labels, an id) are not schemas: still allowed.
+      const annotated = await sy.admin('PUT', path, { events: { 'Order Completed': { properties: { id: 'oc', labels: { team: 'web' }, type: 'object', properties: { revenue: { type: 'number' } } } } } });
+      assert.equal(annotated.status, 200, JSON.stringify(annotated.body));
+    });
+
     it('refuses a plan whose check of one message could cost too much, naming the event and the keyword; a bounded one still flags', async () => {
       const source = await sy.createSource('costly');
       const path = `/sources/${source.id}/tracking-plan`;
