@@ -56,7 +56,9 @@ function schemaOfPaths(paths: ReadonlyArray<{ path: string; types: readonly Json
 
 function schemaOf(node: PathNode, complete: boolean, top: boolean): JsonObject {
   const schema: JsonObject = {};
-  const types = [...node.types].filter((t) => !(t === 'integer' && node.types.has('number')));
+  // JSON does not tell 30 from 30.0 (many clients send a whole price as 30), so a number seen only whole is drafted as
+  // `number`: `integer` would flag the first 29.99. Narrow it by hand where a count must be whole.
+  const types = [...new Set([...node.types].map((t) => (t === 'integer' ? 'number' : t)))];
   if (types.length === 1) schema['type'] = types[0]!;
   else if (types.length > 1) schema['type'] = types;
   if (node.types.has('object') && node.children.size > 0) {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { describePostgres, freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
-import { type TestSwitchyard, sendWhenKnown, startTestSwitchyard } from '../helpers/switchyard.js';
+import { type TestSwitchyard, eventually, sendWhenKnown, startTestSwitchyard } from '../helpers/switchyard.js';
 
 type Observed = {
   from: string;
@@ -227,6 +227,24 @@ function observedSuite(name: string, flags: () => Record<string, string>): void 
       assert.equal(drafted.status, 200, JSON.stringify(drafted.body).slice(0, 300));
       assert.deepEqual(Object.keys(drafted.body.events), Array.from({ length: 10 }, (_, i) => `E${i}`), 'the 10 most frequent: 2,000 paths');
       assert.match(drafted.body.name, /the 10 most frequent events only/);
+    });
+
+    it('drafts a number seen only whole as "number", so a fraction sent later is no violation', async () => {
+      const source = await sy.createSource('draft-whole');
+      await sy.send('/v1/track', source.writeKey, { userId: 'u1', event: 'Order Completed', properties: { revenue: 30, items: [{ qty: 2 }] } });
+      await eventually(async () => ((await schemaOf(source.id)).events.length === 1 ? true : undefined), 30_000, 'the observed event');
+      const drafted = await sy.admin('POST', `/sources/${source.id}/tracking-plan/from-schema`);
+      assert.equal(drafted.status, 200, JSON.stringify(drafted.body));
+      const order = drafted.body.events['Order Completed'].properties;
+      assert.equal(order.properties.revenue.type, 'number', 'JSON does not tell 30 from 30.0');
+      assert.equal(order.properties.items.items.properties.qty.type, 'number');
+      assert.equal((await sy.admin('PUT', `/sources/${source.id}/tracking-plan`, drafted.body)).status, 200);
+      await sy.send('/v1/track', source.writeKey, { userId: 'u2', event: 'Order Completed', properties: { revenue: 29.99, items: [{ qty: 1.5 }] } });
+      const [latest] = await eventually(async () => {
+        const messages = (await sy.admin('GET', `/sources/${source.id}/debugger?limit=1`)).body.messages as { message: any }[];
+        return messages[0]?.message.properties.revenue === 29.99 ? messages : undefined;
+      }, 30_000, 'the second order');
+      assert.equal(latest!.message.context?.violationErrors, undefined, JSON.stringify(latest!.message.context));
     });
 
     it('drafts a plan from it that, once put, accepts the observed events and flags a new property', async () => {

@@ -25,7 +25,7 @@ it('switchyard tracking-plans schema / draft / violations read what the server o
 
   const draft = await runCli(['tracking-plans', 'draft', source.id, ...store]);
   assert.equal(draft.code, 0, draft.stderr);
-  assert.equal(draft.json.events.Viewed.properties.properties.id.type, 'integer');
+  assert.equal(draft.json.events.Viewed.properties.properties.id.type, 'number', 'a number seen only whole is drafted as number');
   const set = await runCli(['tracking-plans', 'set', source.id, '--file', '-', ...store], {}, JSON.stringify(draft.json));
   assert.equal(set.code, 0, set.stderr);
 
