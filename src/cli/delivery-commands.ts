@@ -4,7 +4,9 @@ import { parseArgs } from './args.js';
 import { readJsonInput } from './input-file.js';
 
 export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
-                                 set the source's Webhooks destination (1-5 receivers; headers go to every receiver)
+                 [--transformation ID[@VERSION] | --transformation none] [--ordering user|none]
+                                 set the source's Webhooks destination (1-5 receivers; headers go to every receiver);
+                                 attach a transformation (its latest version, or that one) or detach it; order per user
   webhooks get SOURCE_ID         show it (secret masked)
   webhooks delete SOURCE_ID      remove it (pending deliveries fail, saying why)
   webhooks filters SOURCE_ID FILE
@@ -22,7 +24,7 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 �
 `;
 
 /** Flags of these commands rather than of the store's config (`--url` of `webhooks set` and `--header` may repeat). */
-const OWN_FLAGS = ['secret', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds', 'user-id', 'message-id', 'before-id'];
+const OWN_FLAGS = ['secret', 'transformation', 'ordering', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds', 'user-id', 'message-id', 'before-id'];
 const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
 
 /**
@@ -55,6 +57,8 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
         const sourceId = need(id, 'SOURCE_ID');
         const headers = Object.fromEntries(repeated.header.map((h) => splitHeader(h, kit)));
         const secret = ownString('secret');
+        const transformation = transformationRef(ownString('transformation'), kit);
+        const ordering = ownString('ordering');
         return kit.withAdmin(flags, async (admin) => {
           // What is not given stays as it is: the secrets (masked values keep them), filters, receivers.
           const current = await admin.webhooks
@@ -66,7 +70,10 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
           if (repeated.url.length === 0 && current === undefined) throw kit.usageError('webhooks set needs at least one --url for a new destination');
           const receivers =
             repeated.url.length > 0 ? repeated.url.map((url) => ({ url, ...(repeated.header.length > 0 && { headers }) })) : current!.settings.webhooks;
-          const settings = { ...current?.settings, webhooks: receivers, ...(secret !== undefined && { sharedSecret: secret }) };
+          const settings: Record<string, unknown> = { ...current?.settings, webhooks: receivers, ...(secret !== undefined && { sharedSecret: secret }) };
+          if (transformation === null) delete settings['transformation'];
+          else if (transformation !== undefined) settings['transformation'] = transformation;
+          if (ordering !== undefined) settings['ordering'] = ordering;
           return admin.webhooks.put(sourceId, {
             enabled: own['disabled'] !== true,
             settings,
@@ -125,6 +132,16 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
     default:
       throw kit.usageError(`unknown deliveries command ${JSON.stringify(action ?? '')}`);
   }
+}
+
+/** `--transformation ID`, `ID@VERSION` or `none` (null: detach it). */
+function transformationRef(value: string | undefined, kit: CliKit): { id: string; version?: number } | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'none') return null;
+  const at = /^(.+)@(\d{1,9})$/.exec(value);
+  if (at !== null) return { id: at[1]!, version: Number(at[2]) };
+  if (value.includes('@')) throw kit.usageError(`--transformation takes ID, ID@VERSION or none, got ${JSON.stringify(value.slice(0, 60))}`);
+  return { id: value };
 }
 
 interface SplitArgs {

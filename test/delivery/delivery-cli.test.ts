@@ -113,6 +113,41 @@ describe('CLI: webhooks and deliveries', () => {
     assert.match(noUrl.stderr, /at least one --url for a new destination/);
   });
 
+  it('attaches a transformation (latest or pinned) and per-user ordering, and detaches it, keeping the rest', async () => {
+    const { id, writeKey: key } = await sy.createSource('cli-transform');
+    const created = await sy.admin('POST', '/transformations', { name: 'cli-upper', code: 'export function transformEvent(e) { e.event = String(e.event).toUpperCase(); return e; }' });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const trf = created.body.id as string;
+    const first = await cli(['webhooks', 'set', id, '--url', `${receiver.url}/cli-transform`, '--secret', 'kept', '--transformation', trf, '--ordering', 'user', ...store()], allow);
+    assert.equal(first.code, 0, first.stderr);
+    assert.deepEqual(first.json.settings.transformation, { id: trf });
+    assert.equal(first.json.settings.ordering, 'user');
+    // The server sees the CLI's change within its config poll: send until one is delivered (each delivered one is transformed).
+    let sent = 0;
+    const posted = await eventually(async () => {
+      assert.equal((await sy.send('/v1/track', key, { userId: 'u', event: 'shout', messageId: `cli-t-${sent++}` })).status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return receiver.requests.find((r) => r.path === '/hook/cli-transform');
+    }, 30_000, 'a message through the transformation');
+    assert.equal(JSON.parse(posted.body).event, 'SHOUT');
+
+    const pinned = await cli(['webhooks', 'set', id, `--transformation=${trf}@1`, ...store()], allow);
+    assert.equal(pinned.code, 0, pinned.stderr);
+    assert.deepEqual(pinned.json.settings.transformation, { id: trf, version: 1 });
+    const unknown = await cli(['webhooks', 'set', id, '--transformation', 'trf_nope', ...store()], allow);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /settings\.transformation: no transformation "trf_nope"/);
+    const badOrdering = await cli(['webhooks', 'set', id, '--ordering', 'users', ...store()], allow);
+    assert.match(badOrdering.stderr, /settings\.ordering must be/);
+
+    const detached = await cli(['webhooks', 'set', id, '--transformation', 'none', ...store()], allow);
+    assert.equal(detached.code, 0, detached.stderr);
+    assert.equal(detached.json.settings.transformation, undefined);
+    assert.equal(detached.json.settings.ordering, 'user', 'what is not given stays');
+    assert.equal(detached.json.settings.sharedSecret, '********');
+    assert.equal((await sy.admin('DELETE', `/transformations/${trf}`)).status, 204, 'no destination uses it any more');
+  });
+
   it('removes the destination with DELETE; pending deliveries then fail saying why', async () => {
     const { id } = await sy.createSource('api-delete');
     assert.equal((await sy.admin('PUT', `/sources/${id}/destinations/webhooks`, { settings: { webhooks: [{ url: receiver.url }] } })).status, 200);
