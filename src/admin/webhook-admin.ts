@@ -81,7 +81,11 @@ export class WebhookAdmin {
     if (isJsonObject(rawSettings) && rawSettings['sharedSecret'] === MASKED_SECRET) {
       // A GET, edited and PUT back, carries the mask: keep the secret it stands for.
       const kept = isJsonObject(previous?.settings) ? previous.settings['sharedSecret'] : undefined;
-      rawSettings = { ...rawSettings, sharedSecret: typeof kept === 'string' ? kept : undefined };
+      // With no secret stored, the mask stands for nothing: refused rather than leaving deliveries unsigned unnoticed.
+      if (typeof kept !== 'string') {
+        throw new ApiError('invalid_receivers', `settings.sharedSecret is the mask ${MASKED_SECRET}, but no secret is stored for it to keep; send the secret itself, or leave sharedSecret out to send unsigned`);
+      }
+      rawSettings = { ...rawSettings, sharedSecret: kept };
     }
     if (isJsonObject(rawSettings) && Array.isArray(rawSettings['webhooks'])) {
       // Credential-looking static headers read back as the mask: keep what they stand for.

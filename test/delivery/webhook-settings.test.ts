@@ -70,6 +70,24 @@ describe('Webhooks destination settings', () => {
     assert.deepEqual(((await sy.store.getDestination(source, 'webhooks'))!.settings as any).webhooks, [{ url: first.url, headers: { 'x-api-key': 'k-second' } }]);
   });
 
+  it('refuses the secret\'s mask when no secret is stored for it to keep, rather than saving an unsigned destination', async () => {
+    const source = (await sy.createSource('secret-mask')).id;
+    const path = `/sources/${source}/destinations/webhooks`;
+    // As a README example copied onto a new destination would send it.
+    const refused = await sy.admin('PUT', path, { settings: { webhooks: [{ url: PUBLIC_URL }], sharedSecret: '********' } });
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, 'invalid_receivers');
+    assert.match(refused.body.error.message, /settings\.sharedSecret is the mask \*{8}, but no secret is stored for it to keep; send the secret itself/);
+    assert.equal((await sy.admin('GET', path)).status, 404, 'nothing saved');
+    // Unsigned on purpose: without sharedSecret. Then the mask of a stored secret keeps it.
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [{ url: PUBLIC_URL }] } })).status, 200);
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [{ url: PUBLIC_URL }], sharedSecret: '********' } })).status, 400, 'still nothing to keep');
+    assert.equal((await sy.admin('PUT', path, { settings: { webhooks: [{ url: PUBLIC_URL }], sharedSecret: 'set-now' } })).status, 200);
+    const kept = await sy.admin('PUT', path, { settings: { webhooks: [{ url: PUBLIC_URL }], sharedSecret: '********' } });
+    assert.equal(kept.status, 200, JSON.stringify(kept.body));
+    assert.equal(((await sy.store.getDestination(source, 'webhooks'))!.settings as any).sharedSecret, 'set-now');
+  });
+
   const invalid: Array<[string, unknown, RegExp]> = [
     ['no receivers', { webhooks: [] }, /1 to 5 receivers/],
     ['six receivers', { webhooks: [1, 2, 3, 4, 5, 6].map((n) => ({ url: `${PUBLIC_URL}${n}` })) }, /1 to 5 receivers \(got 6\)/],
