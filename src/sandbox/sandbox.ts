@@ -524,7 +524,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
       try {
         script = await isolate.compileScript(program.code, { filename: program.filename });
       } catch (error) {
-        throw codeErrorOf(error, '');
+        throw withScriptHint(codeErrorOf(error, ''));
       }
       await withTimeout(script.run(context, { timeout: limits.timeoutMs }), limits.timeoutMs, isolate, 'the code');
       for (const name of program.entryPoints) {
@@ -587,6 +587,21 @@ export async function checkCode(program: SandboxCode, limits: SandboxLimits): Pr
 }
 
 /**
+ * A script (a function destination, written as Segment's are) that uses
+ * `export` or `import`, as a module (a transformation) does: V8 says only
+ * "Unexpected token 'export'", so say what to write instead.
+ */
+function withScriptHint(error: CodeError): CodeError {
+  const keyword = /^(?:Unexpected token '(export)'|Cannot use (import) statement outside a module)/.exec(error.message);
+  if (keyword === null) return error;
+  const hint =
+    keyword[1] === 'export'
+      ? 'this code is a script, not a module: remove `export` and write `async function onTrack(event, settings) {…}`'
+      : 'this code is a script, not a module: imports are not available';
+  return new CodeError(`${error.message}: ${hint}`, error.line, error.column);
+}
+
+/**
  * Why no entry point was found, for the person who wrote the code. A module
  * that exports nothing but declares an entry point (a script's habit, as
  * Segment's functions are written) is told to export it: "defines none"
@@ -597,6 +612,11 @@ function noEntryPoint(program: SandboxCode): string {
   if (program.kind === 'module' && !/\bexport\b/.test(program.code)) {
     const declared = program.entryPoints.find((name) => new RegExp(`(?:\\bfunction\\s*(?:\\*\\s*)?|\\b(?:const|let|var)\\s+)${name}\\b`).test(program.code));
     if (declared !== undefined) return `the code declares ${declared} but does not export it: write \`export function ${declared}(…)\``;
+  }
+  // A script's `const onTrack = …` (or `let`) is not a global, so the host cannot call it.
+  if (program.kind === 'script') {
+    const lexical = program.entryPoints.find((name) => new RegExp(`\\b(?:const|let|class)\\s+${name}\\b`).test(program.code));
+    if (lexical !== undefined) return `the code declares ${lexical} with const, let or class, which the host cannot call: write \`async function ${lexical}(event, settings) {…}\``;
   }
   return `the code defines none of ${program.entryPoints.join(', ')}`;
 }

@@ -62,6 +62,22 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
     const functionDeliveries = async (sourceId: string) => (await listDeliveries(sy, sourceId)).filter((d) => d.destination === 'function');
     const requestsTagged = (tag: string) => receiver.requests.filter((r) => r.body.includes(tag));
 
+    it('tells code written as a module (a transformation\'s habit) or with const handlers what to write instead', async () => {
+      const source = await sy.createSource('fn-module-habit');
+      const post = (code: string) => sy.admin('POST', `/sources/${source.id}/destinations/functions`, { name: 'habit', code });
+      const exported = await post('// as a transformation is written\nexport async function onTrack(event, settings) {}');
+      assert.equal(exported.status, 400);
+      assert.equal(exported.body.error.code, 'invalid_function');
+      assert.match(exported.body.error.message, /^Unexpected token 'export' \(line 2, column 1\): this code is a script, not a module: remove `export`/);
+      const arrow = await post('const onTrack = async (event, settings) => {};');
+      assert.equal(arrow.body.error.code, 'invalid_function');
+      assert.match(arrow.body.error.message, /declares onTrack with const, let or class, which the host cannot call: write `async function onTrack\(event, settings\) \{…\}`/);
+      // The same through the test route.
+      const tested = await sy.admin('POST', '/functions/test', { code: 'export function onIdentify() {}', events: [{ type: 'identify', userId: 'u1' }] });
+      assert.equal(tested.status, 400);
+      assert.match(tested.body.error.message, /remove `export`/);
+    });
+
     it('creates, versions, masks settings and refuses bad code, a sixth function and a taken name', async () => {
       const source = await sy.createSource('fn-admin');
       const bad = await sy.admin('POST', `/sources/${source.id}/destinations/functions`, { name: 'bad', code: 'async function onTrack(e) {\n  return e +;\n}' });
