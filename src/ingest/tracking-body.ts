@@ -57,7 +57,7 @@ export async function readParsedBody(raw: IncomingMessage, config: BodyConfig, r
     throw new ApiError('invalid_json', `the body could not be read: ${String(error)}`, { cause: error });
   }
   if (config.ignoreBody === true) return null;
-  const { value, text } = parseJsonBody(buffer);
+  const { value, text } = parseJsonBody(buffer, raw.headers['content-type']);
   return { value, text, bytes: buffer.length };
 }
 
@@ -68,7 +68,11 @@ export interface ParsedBody {
   readonly bytes: number;
 }
 
-function parseJsonBody(buffer: Buffer): { value: JsonObject; text: string } {
+function parseJsonBody(buffer: Buffer, contentType: string | undefined): { value: JsonObject; text: string } {
+  // gzip's magic bytes: compressed, but without a Content-Encoding saying so (or compressed twice). JSON.parse's message would quote the binary.
+  if (buffer.length >= 2 && buffer[0] === 0x1f && buffer[1] === 0x8b) {
+    throw new ApiError('invalid_json', 'the body is gzip-compressed data, not JSON: send it with the header Content-Encoding: gzip (and compress it once)');
+  }
   let text = buffer.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   if (text.trim() === '') throw new ApiError('invalid_json', 'the body is empty; send a JSON object');
@@ -76,7 +80,10 @@ function parseJsonBody(buffer: Buffer): { value: JsonObject; text: string } {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ApiError('invalid_json', `the body is not valid JSON: ${(error as Error).message.slice(0, 200)}`);
+    // Form fields (curl -F) are not read as a message: say how to send JSON rather than where the parse stopped.
+    const form = /^\s*multipart\/form-data\b/i.test(contentType ?? '');
+    const hint = form ? ' (sent as multipart/form-data, as curl -F sends: the body must be one JSON object, e.g. curl -d \'{"userId":"u1","event":"…"}\')' : '';
+    throw new ApiError('invalid_json', `the body is not valid JSON: ${(error as Error).message.slice(0, 200)}${hint}`);
   }
   if (!isJsonObject(value)) {
     throw new ApiError('body_not_object', `the body must be a JSON object, got ${Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'null' : `a ${typeof value}`}`);

@@ -188,6 +188,22 @@ describe('Tracking API', () => {
     assert.deepEqual([notABatch.status, notABatch.body.code], [400, 'invalid_batch']);
   });
 
+  it('says how to send a gzip body without Content-Encoding, or form fields, rather than quoting where the parse stopped', async () => {
+    const gzipped = await raw('/v1/track', { headers: { authorization: basicAuth(source.writeKey), 'content-type': 'application/json' }, body: gzipSync(JSON.stringify({ userId: 'u', event: 'E' })) });
+    assert.equal(gzipped.status, 400);
+    const gz = (await gzipped.json()) as { code: string; message: string };
+    assert.equal(gz.code, 'invalid_json');
+    assert.equal(gz.message, 'the body is gzip-compressed data, not JSON: send it with the header Content-Encoding: gzip (and compress it once)');
+    const form = new FormData();
+    form.set('userId', 'u');
+    form.set('event', 'E');
+    const fields = await raw('/v1/track', { headers: { authorization: basicAuth(source.writeKey) }, body: form });
+    assert.equal(fields.status, 400);
+    const fj = (await fields.json()) as { code: string; message: string };
+    assert.equal(fj.code, 'invalid_json');
+    assert.match(fj.message, /^the body is not valid JSON: .*\(sent as multipart\/form-data, as curl -F sends: the body must be one JSON object/);
+  });
+
   it("refuses a batch whose context or integrations nest past a message's limit, and clears their __proto__ keys", async () => {
     const nested = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
     const element = '{"type":"track","userId":"u","event":"E"}';
