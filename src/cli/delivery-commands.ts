@@ -3,10 +3,11 @@ import type { CliKit } from './admin-client.js';
 import { parseArgs } from './args.js';
 import { readJsonInput } from './input-file.js';
 
-export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled]
+export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 …] [--header NAME=VALUE …] [--secret S] [--disabled | --enabled]
                  [--transformation ID[@VERSION] | --transformation none] [--ordering user|none]
                                  set the source's Webhooks destination (1-5 receivers; headers go to every receiver);
-                                 attach a transformation (its latest version, or that one) or detach it; order per user
+                                 attach a transformation (its latest version, or that one) or detach it; order per user;
+                                 what is not given stays as it is, enabled or disabled included
   webhooks get SOURCE_ID         show it (secret masked)
   webhooks delete SOURCE_ID      remove it (pending deliveries fail, saying why)
   webhooks filters SOURCE_ID FILE
@@ -24,8 +25,8 @@ export const DELIVERY_USAGE = `  webhooks set SOURCE_ID --url URL [--url URL2 �
 `;
 
 /** Flags of these commands rather than of the store's config (`--url` of `webhooks set` and `--header` may repeat). */
-const OWN_FLAGS = ['secret', 'transformation', 'ordering', 'source', 'status', 'since', 'limit', 'disabled', 'overlap-seconds', 'user-id', 'message-id', 'before-id'];
-const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled']);
+const OWN_FLAGS = ['secret', 'transformation', 'ordering', 'source', 'status', 'since', 'limit', 'disabled', 'enabled', 'overlap-seconds', 'user-id', 'message-id', 'before-id'];
+const BOOLEAN_FLAGS = new Set(['allow-private-receivers', 'trust-proxy', 'disabled', 'enabled']);
 
 /**
  * `switchyard webhooks …` and `switchyard deliveries …`, on a running server
@@ -59,6 +60,7 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
         const secret = ownString('secret');
         const transformation = transformationRef(ownString('transformation'), kit);
         const ordering = ownString('ordering');
+        if (own['disabled'] === true && own['enabled'] === true) throw kit.usageError('give --disabled or --enabled, not both');
         return kit.withAdmin(flags, async (admin) => {
           // What is not given stays as it is: the secrets (masked values keep them), filters, receivers.
           const current = await admin.webhooks
@@ -75,7 +77,8 @@ export async function deliveryCommand(argv: readonly string[], kit: CliKit): Pro
           else if (transformation !== undefined) settings['transformation'] = transformation;
           if (ordering !== undefined) settings['ordering'] = ordering;
           return admin.webhooks.put(sourceId, {
-            enabled: own['disabled'] !== true,
+            // Neither flag: as it is (a disabled destination is not turned back on by changing its secret), or on for a new one.
+            enabled: own['disabled'] === true ? false : own['enabled'] === true ? true : (current?.enabled ?? true),
             settings,
             ...(current !== undefined && { filters: current.filters }),
           });

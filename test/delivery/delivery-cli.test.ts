@@ -148,6 +148,25 @@ describe('CLI: webhooks and deliveries', () => {
     assert.equal((await sy.admin('DELETE', `/transformations/${trf}`)).status, 204, 'no destination uses it any more');
   });
 
+  it('keeps a disabled destination disabled when set again without --enabled', async () => {
+    const { id } = await sy.createSource('cli-disabled');
+    const off = await cli(['webhooks', 'set', id, '--url', receiver.url, '--disabled', ...store()], allow);
+    assert.equal(off.code, 0, off.stderr);
+    assert.equal(off.json.enabled, false);
+    // Changing the secret of a destination paused for maintenance does not turn it back on.
+    const secret = await cli(['webhooks', 'set', id, '--secret', 'rotated', ...store()], allow);
+    assert.equal(secret.code, 0, secret.stderr);
+    assert.equal(secret.json.enabled, false);
+    assert.equal((await sy.store.getDestination(id, 'webhooks'))!.enabled, false);
+    const on = await cli(['webhooks', 'set', id, '--enabled', ...store()], allow);
+    assert.equal(on.code, 0, on.stderr);
+    assert.equal(on.json.enabled, true);
+    assert.equal((await cli(['webhooks', 'set', id, '--secret', 'again', ...store()], allow)).json.enabled, true, 'and on stays on');
+    const both = await cli(['webhooks', 'set', id, '--enabled', '--disabled', ...store()], allow);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /--disabled or --enabled, not both/);
+  });
+
   it('removes the destination with DELETE; pending deliveries then fail saying why', async () => {
     const { id } = await sy.createSource('api-delete');
     assert.equal((await sy.admin('PUT', `/sources/${id}/destinations/webhooks`, { settings: { webhooks: [{ url: receiver.url }] } })).status, 200);
