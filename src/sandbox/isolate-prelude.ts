@@ -37,11 +37,14 @@
  *   (see `watchStuck` in sandbox.ts). Like the others it lives only in this
  *   closure; user code can neither read nor write it.
  */
-export function isolatePrelude(logChars: number, resultChars: number): string {
+export function isolatePrelude(logChars: number, resultChars: number, filename: string): string {
   return `(() => {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
+  // The first stack frame in the user's own file: where their code threw.
+  // Matched on frames only (lines after the first), never on the message.
+  const FRAME = new RegExp('\\\\n\\\\s+at [^\\\\n]*?' + ${JSON.stringify(escapeRegExp(filename))} + ':(\\\\d{1,7}):(\\\\d{1,7})');
   // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
   const calls = Object.create(null);
   let current = null;
@@ -67,6 +70,16 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     try { text = isError(error) ? toStr(error.message) : format(error); } catch { text = 'an error that could not be read'; }
     if (typeof text !== 'string' || text === '') text = isError(error) ? 'Error' : toStr(text);
     return text.length > 1000 ? text.slice(0, 1000) + '…' : text;
+  };
+  // ' (line L, column C)' of the frame that threw, when the error's stack
+  // names the user's file; only the two numbers leave the isolate. The stack
+  // (or a getter for it) is the user's own: read it guarded and bounded.
+  const position = (error) => {
+    let stack;
+    try { stack = isError(error) ? error.stack : undefined; } catch { return ''; }
+    if (typeof stack !== 'string') return '';
+    const at = FRAME.exec(stack.length > 4000 ? stack.slice(0, 4000) : stack);
+    return at === null ? '' : ' (line ' + at[1] + ', column ' + at[2] + ')';
   };
   // WebAssembly.Memory is allocated outside V8's heap and isolated-vm's
   // ArrayBuffer allocator, so memoryLimit does not bound it: not offered.
@@ -96,7 +109,7 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
     } catch (error) {
       let errorType;
       try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
-      return stringify({ error: describe(error), errorType, logs: mine.logs });
+      return stringify({ error: describe(error) + position(error), errorType, logs: mine.logs });
     } finally {
       delete calls[id];
       if (current === mine) current = null;
@@ -114,4 +127,9 @@ export function isolatePrelude(logChars: number, resultChars: number): string {
   const currentCall = () => (current === null ? 0 : current.id);
   return [dispatch, resume, currentCall, setBoard];
 })()`;
+}
+
+/** `text` as a regular expression that matches it literally. */
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -496,7 +496,7 @@ async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultCh
   const isolate = new ivm.Isolate({ memoryLimit: limits.memoryMb });
   try {
     const context = await isolate.createContext();
-    const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars), { filename: 'switchyard-prelude.js' });
+    const prelude = await isolate.compileScript(isolatePrelude(limits.logBytes, resultChars, program.filename), { filename: 'switchyard-prelude.js' });
     const entries = (await prelude.run(context, { reference: true, timeout: limits.timeoutMs })) as Ref;
     const [dispatch, resume, currentCall, setBoard] = await Promise.all([0, 1, 2, 3].map((i) => (entries as ivm.Reference<Ref[]>).get(i, { reference: true }) as Promise<Ref>));
     // Shared, not copied: the isolate's writes show here as they happen.

@@ -78,6 +78,20 @@ function functionSuite(storeName: string, flags: () => Record<string, string>, s
       assert.match(tested.body.error.message, /remove `export`/);
     });
 
+    it('says where in the code a handler threw, through the test route and on the delivery\'s attempt', async () => {
+      const code = 'async function onTrack(event) {\n  const total = event.properties.cart.total;\n  throw new ValidationError(`total ${total} too high`);\n}';
+      const tested = await sy.admin('POST', '/functions/test', { code, events: [{ type: 'track', event: 'X', properties: {} }, { type: 'track', event: 'Y', properties: { cart: { total: 5 } } }] });
+      assert.equal(tested.status, 200);
+      assert.equal(tested.body.results[0].error, "Cannot read properties of undefined (reading 'total') (line 2, column 39)");
+      assert.equal(tested.body.results[1].errorType, 'ValidationError');
+      assert.equal(tested.body.results[1].error, 'total 5 too high (line 3, column 9)');
+      const source = await sy.createSource('fn-error-position');
+      await addFunction(sy, source.id, { name: 'Thrower', code });
+      await sy.send('/v1/track', source.writeKey, { userId: 'u1', event: 'Z', properties: {} });
+      const delivery = await eventually(async () => (await listDeliveries(sy, source.id, 'failed'))[0]);
+      assert.match(delivery.lastError, /\(line 2, column 39\)$/);
+    });
+
     it('creates, versions, masks settings and refuses bad code, a sixth function and a taken name', async () => {
       const source = await sy.createSource('fn-admin');
       const bad = await sy.admin('POST', `/sources/${source.id}/destinations/functions`, { name: 'bad', code: 'async function onTrack(e) {\n  return e +;\n}' });

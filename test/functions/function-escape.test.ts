@@ -418,8 +418,9 @@ async function onTrack(event, settings) {
 }`;
       const before = receiver.requests.filter((r) => r.path.includes('/odd-body/') || r.path.includes('/get-with-body')).length;
       const results = await runTest(open, code, [track({ kind: 'object' }), track({ kind: 'long' }), track({ kind: 'get' })], { url: receiver.url });
-      assert.equal(results[0]!.error, 'fetch: the body could not be read', JSON.stringify(results[0]));
-      assert.equal(results[1]!.error, 'fetch: the request body is larger than 1 MB', JSON.stringify(results[1]));
+      // The position is the handler's line that called fetch.
+      assert.equal(results[0]!.error, 'fetch: the body could not be read (line 12, column 9)', JSON.stringify(results[0]));
+      assert.equal(results[1]!.error, 'fetch: the request body is larger than 1 MB (line 12, column 9)', JSON.stringify(results[1]));
       for (const refused of results.slice(0, 2)) assert.deepEqual(refused.fetches, [], 'refused in the isolate: no request made');
       assert.equal(results[2]!.fetches[0]!.error, 'fetch: a GET request cannot have a body', JSON.stringify(results[2]));
       for (const result of results) assert.equal(result.outcome, 'failed', JSON.stringify(result));
@@ -515,7 +516,7 @@ async function onTrack(event, settings) {
       assert.match(shown, /visible/);
       for (const leak of ['live', 'HookSecretPath', 'tok en', 'tok%20en', 'en<1>', 'en%3C1%3E']) assert.ok(!shown.includes(leak), `${leak} leaked in ${shown}`);
       assert.equal(result!.errorType, 'Bad********');
-      assert.equal(result!.error, 'failed with ********');
+      assert.equal(result!.error, 'failed with ******** (line 7, column 17)');
       assert.equal(result!.fetches.length, 2);
 
       // The same through a real delivery's attempt log.

@@ -111,10 +111,10 @@ function outcomeSuite(storeName: string, flags: () => Record<string, string>): v
       assert.equal(detail.attempts.length, 1, 'failed at once, not retried');
       assert.equal(detail.nextAttemptAt, undefined, 'no retry scheduled');
       assert.equal(detail.functionId, fn.id);
-      assert.equal(detail.lastError, `function:${fn.id}: ValidationError: properties.email is required`);
+      assert.equal(detail.lastError, `function:${fn.id}: ValidationError: properties.email is required (line 4, column 78)`);
       const [attempt] = detail.attempts;
       assert.equal(attempt.url, `function:${fn.id}`);
-      assert.equal(attempt.error, 'ValidationError: properties.email is required');
+      assert.equal(attempt.error, 'ValidationError: properties.email is required (line 4, column 78)');
       assert.equal(typeof attempt.durationMs, 'number');
       assert.equal(attempt.function.version, 1);
       assert.equal(attempt.function.outcome, 'failed');

@@ -50,7 +50,7 @@ describe('the transformation sandbox', () => {
 
   it('fails a throw (also of a non-Error), a non-object, a non-JSON or too large result', async () => {
     const cases: Array<[string, RegExp]> = [
-      ['throw new Error("bad plan")', /^bad plan$/],
+      ['throw new Error("bad plan")', /^bad plan \(line 1, column \d+\)$/],
       ['throw 42', /^42$/],
       ['throw { toString() { return "weird" } }', /./],
       ['return 5', /not an object \(a number\)/],
@@ -65,6 +65,26 @@ describe('the transformation sandbox', () => {
       assert.equal(run.outcome.kind, 'error', body);
       assert.match((run.outcome as { error: string }).error, expected, body);
     }
+  });
+
+  it('says where in the code an error was thrown, from the frames only, and only the two numbers', async () => {
+    const errorOf = async (code: string): Promise<string> => {
+      const run = await runner.run(version(code), '{"a":1}', META);
+      assert.equal(run.outcome.kind, 'error', code);
+      return (run.outcome as { error: string }).error;
+    };
+    // A runtime error two calls deep, after an await: the frame that threw.
+    assert.equal(
+      await errorOf('function helper(p) {\n  return p.missing.b;\n}\nexport async function transformEvent(e) {\n  await null;\n  return helper(e);\n}'),
+      "Cannot read properties of undefined (reading 'b') (line 2, column 20)",
+    );
+    // Positions written into the message are not taken for the frame's.
+    assert.equal(await errorOf('export function transformEvent(e) {\n\n  throw new Error("at x (transformation.js:9:9)");\n}'), 'at x (transformation.js:9:9) (line 3, column 9)');
+    // A stack the code made unreadable, or huge, costs it the position only.
+    assert.equal(await errorOf('export function transformEvent(e) { const err = new Error("m"); Object.defineProperty(err, "stack", { get() { throw 1; } }); throw err; }'), 'm');
+    assert.equal(await errorOf('export function transformEvent(e) { const err = new Error("m"); err.stack = "x\\n    at a (transformation.js:".repeat(100000); throw err; }'), 'm');
+    // A throw of a non-Error has no stack to read.
+    assert.equal(await errorOf('export function transformEvent(e) { throw "plain"; }'), 'plain');
   });
 
   it('times out an endless loop and a promise that never settles; the isolate is recreated and others go on', async () => {

@@ -91,7 +91,7 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
       assert.equal(reshaped.output.properties.plan, 'PRO');
       assert.deepEqual(reshaped.logs, ['reshaping A']);
       assert.equal(dropped.dropped, true);
-      assert.equal(failed.error, 'boom: x');
+      assert.equal(failed.error, 'boom: x (line 5, column 37)');
       assert.equal(split.output.length, 2);
       assert.equal(typeof tested.body.durationMs, 'number');
       const byId = await sy.admin('POST', '/transformations/test', { id: created.body.id, version: 2, events: [{ event: 'Product Viewed', context: {} }] });
@@ -218,7 +218,7 @@ function transformationSuite(name: string, flags: () => Record<string, string>):
         return all.filter((m) => m.status === 'failed').length === 3 ? all : undefined;
       }, 20_000);
       const reason = (event: string) => listed.find((m) => m.message.event === event)!.reason;
-      assert.equal(reason('Boom'), 'transformation "hostile" v1: boom: bad input');
+      assert.equal(reason('Boom'), 'transformation "hostile" v1: boom: bad input (line 5, column 37)');
       assert.equal(reason('Loop'), 'transformation "hostile" v1: timed out after 1500 ms');
       assert.equal(reason('Bomb'), 'transformation "hostile" v1: ran out of memory (32 MB)');
       assert.equal(bodiesFor(source.id).length, 1);
