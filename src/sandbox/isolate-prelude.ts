@@ -41,6 +41,10 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
   return `(() => {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error;
+  // For position: what it calls is captured too, so code that replaces
+  // RegExp.prototype.exec or String.prototype.slice can neither choose the
+  // text it appends nor throw out of the dispatcher's catch.
+  const apply = Reflect.apply, execRe = RegExp.prototype.exec, sliceStr = String.prototype.slice;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
   // The first stack frame in the user's own file: where their code threw.
   // Matched on frames only (lines after the first), never on the message.
@@ -78,7 +82,7 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
     let stack;
     try { stack = isError(error) ? error.stack : undefined; } catch { return ''; }
     if (typeof stack !== 'string') return '';
-    const at = FRAME.exec(stack.length > 4000 ? stack.slice(0, 4000) : stack);
+    const at = apply(execRe, FRAME, [stack.length > 4000 ? apply(sliceStr, stack, [0, 4000]) : stack]);
     return at === null ? '' : ' (line ' + at[1] + ', column ' + at[2] + ')';
   };
   // WebAssembly.Memory is allocated outside V8's heap and isolated-vm's

@@ -330,9 +330,14 @@ export class Sandbox {
       // was abandoned").
       const memory = loaded.isolate.isDisposed && !timedOut;
       if (memory) loaded.callsAtFault ??= loaded.liveCalls.size;
-      const timeout = !memory && (timedOut || /timed out/i.test(String(error)));
+      // Only this host's timer says a call timed out: calls run with no
+      // isolated-vm timeout, so an error that says so is the code's own.
+      const timeout = !memory && timedOut;
       if (memory || timeout) this.retire(loaded);
-      const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : error instanceof Error ? error.message : String(error);
+      // Anything else is what the code threw out of the dispatcher (user code
+      // can make its catch throw: a toJSON on Object.prototype, a replaced
+      // String.prototype.slice): untrusted text, bounded as parseResult does.
+      const message = timeout ? `timed out after ${this.limits.timeoutMs} ms` : memory ? `ran out of memory (${this.limits.memoryMb} MB)` : bounded(error instanceof Error ? error.message : String(error));
       const fault = timeout ? { fault: 'timeout' as const } : memory ? { fault: 'memory' as const, ...((loaded.callsAtFault ?? 1) > 1 && { shared: true }) } : {};
       return { ok: false, error: message, logs: [], durationMs: took(), ...fault };
     } finally {
@@ -474,21 +479,33 @@ function parseResult(text: unknown, maxChars: number, logChars: number): ParsedR
   }
   if (typeof record.error === 'string') {
     const errorType = typeof record.errorType === 'string' ? record.errorType.slice(0, 100) : undefined;
-    return { ok: false, error: record.error.length > 1000 ? record.error.slice(0, 1000) + '…' : record.error, logs, ...(errorType !== undefined && { errorType }) };
+    return { ok: false, error: bounded(record.error), logs, ...(errorType !== undefined && { errorType }) };
   }
   return { ok: true, value: record.value, logs };
 }
 
+/** An error's text from the isolate, at most 1,000 characters. */
+function bounded(text: string): string {
+  return text.length > 1000 ? text.slice(0, 1000) + '…' : text;
+}
+
 /** `[transformation.js:3:13]` at the end of isolated-vm's messages. */
 const POSITION = /\s*\[[^\]]*?:(\d+):(\d+)\]$/;
+/** How much of the end of a message {@link POSITION} is looked for in: a filename, a line and a column. */
+const POSITION_TAIL_CHARS = 200;
 
 export function codeErrorOf(error: unknown, prefix: string): CodeError {
+  // Code that throws as it loads chooses the message, as long as it likes:
+  // POSITION is looked for in its tail only (the pattern backtracks, so on
+  // the whole of a long message it could hold this thread for minutes), and
+  // only its head is kept.
   const message = error instanceof Error ? error.message : String(error);
-  const at = POSITION.exec(message);
-  if (at === null) return new CodeError(`${prefix}${message}`);
+  const tailFrom = Math.max(0, message.length - POSITION_TAIL_CHARS);
+  const at = POSITION.exec(message.slice(tailFrom));
+  if (at === null) return new CodeError(`${prefix}${bounded(message)}`);
   const line = Number(at[1]);
   const column = Number(at[2]);
-  return new CodeError(`${prefix}${message.slice(0, at.index)} (line ${line}, column ${column})`, line, column);
+  return new CodeError(`${prefix}${bounded(message.slice(0, tailFrom + at.index))} (line ${line}, column ${column})`, line, column);
 }
 
 async function loadProgram(program: SandboxCode, limits: SandboxLimits, resultChars: number): Promise<Loaded> {

@@ -85,6 +85,25 @@ describe('the transformation sandbox', () => {
     assert.equal(await errorOf('export function transformEvent(e) { const err = new Error("m"); err.stack = "x\\n    at a (transformation.js:".repeat(100000); throw err; }'), 'm');
     // A throw of a non-Error has no stack to read.
     assert.equal(await errorOf('export function transformEvent(e) { throw "plain"; }'), 'plain');
+    // What the position is worked out with was captured before the code ran:
+    // replacing RegExp.prototype.exec or String.prototype.slice neither
+    // chooses the text appended nor throws out of the dispatcher.
+    const thrower = 'export function transformEvent(e) {\n  throw new Error("m");\n}';
+    assert.equal(await errorOf(`RegExp.prototype.exec = function () { return ["", "any text", "at all"]; };\n${thrower}`), 'm (line 3, column 9)');
+    assert.equal(await errorOf(`RegExp.prototype.exec = function () { throw new Error("timed out " + "x".repeat(100000)); };\n${thrower}`), 'm (line 3, column 9)');
+    assert.equal(
+      await errorOf('String.prototype.slice = function () { throw new Error("s"); };\nexport function transformEvent(e) {\n  const err = new Error("m");\n  err.stack = "x\\n    at a (transformation.js:7:7)" + " ".repeat(5000);\n  throw err;\n}'),
+      'm (line 7, column 7)',
+    );
+  });
+
+  it('bounds what code throws out of the dispatcher itself, and does not take it for a timeout', async () => {
+    // A toJSON on Object.prototype makes the dispatcher's own answer throw.
+    const run = await runner.run(version('export function transformEvent(e) {\n  Object.prototype.toJSON = function () { throw new Error("timed out " + "x".repeat(1000000)); };\n  throw new Error("m");\n}'), '{}', META);
+    assert.equal(run.outcome.kind, 'error');
+    assert.equal(run.fault, undefined, 'not a timeout');
+    const error = (run.outcome as { error: string }).error;
+    assert.equal(error, `timed out ${'x'.repeat(990)}…`);
   });
 
   it('times out an endless loop and a promise that never settles; the isolate is recreated and others go on', async () => {
@@ -181,6 +200,15 @@ describe('the transformation sandbox', () => {
     await assert.rejects(checkTransformationCode('// function transformEvent\nexport function transformevent(e) { return e; }', LIMITS), /defines none of/);
     await assert.rejects(checkTransformationCode('for (;;) {}\nexport function transformEvent(e) { return e; }', LIMITS), /timed out|did not finish loading/);
     await assert.rejects(checkTransformationCode(`// ${'x'.repeat(300 * 1024)}`, LIMITS), /larger than 256 KB/);
+    // A message thrown as the code loads is the code's to choose: looking
+    // for a position in a long one held the host's thread for minutes, and
+    // all of it was kept.
+    const long = await checkTransformationCode('throw new Error("[".repeat(1000000) + "]");\nexport function transformEvent(e) { return e; }', LIMITS).then(
+      () => assert.fail('loaded'),
+      (err: unknown) => err,
+    );
+    assert.ok(long instanceof CodeError);
+    assert.equal(long.message, `the code failed as it loaded: ${'['.repeat(1000)}…`);
   });
 });
 
