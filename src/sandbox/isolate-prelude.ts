@@ -47,8 +47,9 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
   const apply = Reflect.apply, execRe = RegExp.prototype.exec, sliceStr = String.prototype.slice;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
   // The first stack frame in the user's own file: where their code threw.
-  // Matched on frames only (lines after the first), never on the message.
-  const FRAME = new RegExp('\\\\n\\\\s+at [^\\\\n]*?' + ${JSON.stringify(escapeRegExp(filename))} + ':(\\\\d{1,7}):(\\\\d{1,7})');
+  // Matched on frames only (lines after the first), never on the message,
+  // and on the whole file name (after "at " or "("), never a longer one ending in it.
+  const FRAME = new RegExp('\\\\n\\\\s+at [^\\\\n]*?' + '[ (]' + ${JSON.stringify(escapeRegExp(filename))} + ':(\\\\d{1,7}):(\\\\d{1,7})');
   // Calls in flight by id; no prototype, so no lookup reaches code the user can change.
   const calls = Object.create(null);
   let current = null;

@@ -83,6 +83,8 @@ describe('the transformation sandbox', () => {
     // A stack the code made unreadable, or huge, costs it the position only.
     assert.equal(await errorOf('export function transformEvent(e) { const err = new Error("m"); Object.defineProperty(err, "stack", { get() { throw 1; } }); throw err; }'), 'm');
     assert.equal(await errorOf('export function transformEvent(e) { const err = new Error("m"); err.stack = "x\\n    at a (transformation.js:".repeat(100000); throw err; }'), 'm');
+    // A frame of another file whose name ends in the program's is not taken for one of its own.
+    assert.equal(await errorOf('export function transformEvent(e) {\n  return eval("\\n\\nthrow new Error(\'x\')\\n//# sourceURL=my-transformation.js");\n}'), 'x (line 2, column 10)');
     // A throw of a non-Error has no stack to read.
     assert.equal(await errorOf('export function transformEvent(e) { throw "plain"; }'), 'plain');
     // What the position is worked out with was captured before the code ran:
