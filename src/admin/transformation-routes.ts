@@ -20,7 +20,7 @@ const TRANSFORMATION_SCHEMAS = documented({
   create: {
     summary: 'Create a transformation (version 1); the code is compiled first',
     tags: ['transformations'],
-    body: { ...transformationBody, required: ['name', 'code'] },
+    body: { ...transformationBody, required: ['name', 'code'], additionalProperties: false },
     'x-responses': { 201: ok('The transformation', transformationVersion) },
     'x-errors': ['invalid_request', 'invalid_transformation'],
   },
@@ -47,7 +47,7 @@ const TRANSFORMATION_SCHEMAS = documented({
     summary: 'Save a new version of a transformation (and optionally rename it)',
     tags: ['transformations'],
     params: idParams,
-    body: { ...transformationBody, required: ['code'] },
+    body: { ...transformationBody, required: ['code'], additionalProperties: false },
     'x-responses': { 200: ok('The new version', transformationVersion) },
     'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
   },
@@ -70,6 +70,7 @@ const TRANSFORMATION_SCHEMAS = documented({
         events: { type: 'array', items: { type: 'object' }, description: '1 to 100 messages' },
       },
       required: ['events'],
+      additionalProperties: false,
     },
     'x-responses': {
       200: ok('One result per event', {
