@@ -93,6 +93,8 @@ export const FUNCTION_SCHEMAS = documented({
               type: 'object',
               properties: {
                 input: { type: 'object' },
+                filled: { type: 'object', description: 'The fields ingest would have added that the event lacked (messageId, receivedAt, timestamp, originalTimestamp), with their values: the code ran on input with these' },
+                ingestRejects: { type: 'string', description: 'Why ingest would reject this event (it would reach no code live); it ran all the same' },
                 outcome: { enum: ['delivered', 'retry', 'failed'] },
                 error: { type: 'string' },
                 errorType: { type: 'string', description: 'RetryError, EventNotSupported, InvalidEventPayload, ValidationError, TypeError (fetch), Timeout, …' },

@@ -82,6 +82,8 @@ const TRANSFORMATION_SCHEMAS = documented({
               type: 'object',
               properties: {
                 input: { type: 'object' },
+                filled: { type: 'object', description: 'The fields ingest would have added that the event lacked (messageId, receivedAt, timestamp, originalTimestamp), with their values: the code ran on input with these' },
+                ingestRejects: { type: 'string', description: 'Why ingest would reject this event (it would reach no code live); it ran all the same' },
                 output: { description: 'The message delivered, or a list of them (a split)' },
                 dropped: { type: 'boolean' },
                 error: { type: 'string' },
