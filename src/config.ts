@@ -1,8 +1,11 @@
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
+import { closest } from './domain/closest-name.js';
 import { type TracingSettings, TracingSettingsError, tracingSettingsFromEnv } from './domain/tracing-settings.js';
 import { DEFAULT_SANDBOX_LIMITS, SANDBOX_SETTING_BOUNDS, type SandboxSettings } from './sandbox/sandbox-limits.js';
 import { VERSION } from './version.js';
+
+export { closest };
 
 /**
  * Every setting of `switchyard serve`, validated once and frozen.
@@ -122,28 +125,6 @@ export function serveHelp(): string {
   const flagWidth = Math.max(...rows.map(([flag]) => flag.length));
   const envWidth = Math.max(...rows.map(([, env]) => env.length));
   return rows.map(([flag, env, help]) => `  ${flag.padEnd(flagWidth)}  ${env.padEnd(envWidth)}  ${help}`).join('\n');
-}
-
-/** The closest known name to a mistyped one, when it is close enough to be what was meant. */
-export function closest(typed: string, known: readonly string[]): string | undefined {
-  let best: { name: string; distance: number } | undefined;
-  for (const name of known) {
-    const distance = editDistance(typed, name);
-    if (best === undefined || distance < best.distance) best = { name, distance };
-  }
-  return best !== undefined && best.distance <= Math.max(2, Math.floor(typed.length / 3)) ? best.name : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 /**

@@ -69,7 +69,7 @@ export async function adminRoutes(app: FastifyInstance, options: AdminRoutesOpti
     else if (error.validation !== undefined) {
       const schema = request.routeOptions.schema as RouteDocumentation | undefined;
       const validated = error.validationContext === 'querystring' ? schema?.querystring : schema?.body;
-      api = validationError(error.validation, error.validationContext, schema?.['x-validation-codes'], validated);
+      api = validationError(error.validation, error.validationContext, schema?.['x-validation-codes'], validated, error.validationContext === 'querystring' ? request.query : request.body);
     } else if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
       api = new ApiError('invalid_request', error.message);
     } else {

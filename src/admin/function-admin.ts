@@ -1,5 +1,6 @@
 import { MAX_FUNCTIONS_PER_SOURCE, functionNameProblem, maskSettings, mergeSettings, settingsProblem } from '../domain/function-settings.js';
 import { type JsonObject, isJsonObject } from '../domain/message.js';
+import { asIngested } from '../domain/test-event.js';
 import { MAX_REQUESTS_PER_SECOND } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import { DEFAULT_FETCH_BOUNDS, FunctionFetcher } from '../functions/function-fetch.js';
@@ -9,6 +10,7 @@ import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
 import type { FunctionDestinationRecord, FunctionWriteRefusal, Store } from '../store/store.js';
 import { randomToken } from '../util/crypto.js';
+import { newMessageId } from '../util/ids.js';
 import { optionalBoolean, rejectUnknownFields, requireObject } from './validate.js';
 
 /** A function destination as the admin API and the CLI show it (secret-looking settings masked). */
@@ -28,6 +30,9 @@ export interface FunctionView {
 
 export interface FunctionTestResult {
   readonly input: unknown;
+  /** What ingest would have added to the input (see domain/test-event.ts); the handler ran on the input with these. */
+  readonly filled: JsonObject;
+  readonly ingestRejects?: string;
   readonly outcome: FunctionCallResult['outcome'];
   readonly error?: string;
   readonly errorType?: string;
@@ -144,10 +149,16 @@ export class FunctionAdmin {
     const runner = new FunctionRunner(limits, fetcher, 1);
     try {
       const results: FunctionTestResult[] = [];
+      const now = this.now();
+      const ingest = { receivedAt: now, receivedAtIso: new Date(now).toISOString(), newMessageId };
       for (const event of events) {
-        const run = await runner.run({ id: 'test', version: 0, code }, JSON.stringify(event), settings);
+        // As ingest would have stored it: the handler reads messageId, timestamp… as it will live.
+        const { event: stored, filled, ingestRejects } = asIngested(event, ingest);
+        const run = await runner.run({ id: 'test', version: 0, code }, JSON.stringify(stored), settings);
         results.push({
           input: event,
+          filled,
+          ...(ingestRejects !== undefined && { ingestRejects }),
           outcome: run.outcome,
           ...(run.error !== undefined && { error: run.error }),
           ...(run.errorType !== undefined && { errorType: run.errorType }),

@@ -39,7 +39,7 @@ export const FUNCTION_SCHEMAS = documented({
     summary: 'Add a function destination to a source (version 1 of its code); the code is loaded first',
     tags: ['functions'],
     params: sourceParams,
-    body: { type: 'object', properties: fields, required: ['name', 'code'] },
+    body: { type: 'object', properties: fields, required: ['name', 'code'], additionalProperties: false },
     'x-responses': { 201: ok('The function destination', view) },
     'x-errors': ['invalid_request', 'invalid_function', 'not_found', 'function_limit_reached', 'function_name_taken'],
     'x-validation-codes': { code: 'invalid_function' },
@@ -62,7 +62,7 @@ export const FUNCTION_SCHEMAS = documented({
     summary: 'Change a function destination: new code is a new version; or name, enabled, settings, maxRequestsPerSecond',
     tags: ['functions'],
     params: functionParams,
-    body: { type: 'object', properties: fields },
+    body: { type: 'object', properties: fields, additionalProperties: false },
     'x-responses': { 200: ok('The function destination', view) },
     'x-errors': ['invalid_request', 'invalid_function', 'not_found', 'function_name_taken'],
     'x-validation-codes': { code: 'invalid_function' },
@@ -81,6 +81,7 @@ export const FUNCTION_SCHEMAS = documented({
       type: 'object',
       properties: { code: fields.code, settings: fields.settings, events: { type: 'array', items: { type: 'object' }, description: '1 to 20 messages' } },
       required: ['code', 'events'],
+      additionalProperties: false,
     },
     'x-responses': {
       200: ok('One result per event', {
@@ -92,6 +93,8 @@ export const FUNCTION_SCHEMAS = documented({
               type: 'object',
               properties: {
                 input: { type: 'object' },
+                filled: { type: 'object', description: 'The fields ingest would have added that the event lacked (messageId, receivedAt, timestamp, originalTimestamp), with their values: the code ran on input with these' },
+                ingestRejects: { type: 'string', description: 'Why ingest would reject this event (it would reach no code live); it ran all the same' },
                 outcome: { enum: ['delivered', 'retry', 'failed'] },
                 error: { type: 'string' },
                 errorType: { type: 'string', description: 'RetryError, EventNotSupported, InvalidEventPayload, ValidationError, TypeError (fetch), Timeout, …' },

@@ -13,7 +13,8 @@ import {
 } from '../domain/observed-schema.js';
 import { hourOf, VIOLATION_BOUNDS, type ViolationsView, violationsView } from '../domain/plan-violation-counts.js';
 import { draftPlan } from '../domain/plan-draft.js';
-import type { JsonObject } from '../domain/message.js';
+import { isJsonObject, type JsonObject } from '../domain/message.js';
+import { commonDepth, messagePaths, type ObservedFields, type PlanWarning, planWarnings, type RecentTraffic, requiredPaths } from '../domain/plan-warnings.js';
 import { limitParam, MAX_TIME_MS, MIN_TIME_MS, timeParam } from './validate.js';
 import { ApiError } from '../errors.js';
 import type { SourceDirectory } from '../sources/source-directory.js';
@@ -21,6 +22,12 @@ import type { Store, TrackingPlanRecord } from '../store/store.js';
 
 /** A source's tracking plan as the admin API shows it: the definition, with its id and version. */
 export type TrackingPlanView = TrackingPlanDefinition & { readonly id: string; readonly sourceId: string; readonly version: number; readonly createdAt: string };
+
+/** What a save answers: the plan, and its warnings (see domain/plan-warnings.ts). */
+export type SavedTrackingPlan = TrackingPlanView & { readonly warnings: PlanWarning[] };
+
+/** How much of the recent traffic a save's warnings read (see `TrackingPlanAdmin.recentTraffic`). */
+export const SAVE_WARNING_BOUNDS = Object.freeze({ messages: 100, events: 100 });
 
 function viewPlan(record: TrackingPlanRecord): TrackingPlanView {
   return { ...(JSON.parse(record.plan) as TrackingPlanDefinition), id: record.id, sourceId: record.sourceId, version: record.version, createdAt: new Date(record.createdAt).toISOString() };
@@ -40,7 +47,7 @@ export class TrackingPlanAdmin {
     private readonly directory?: SourceDirectory,
   ) {}
 
-  async put(sourceId: string, input: unknown): Promise<TrackingPlanView> {
+  async put(sourceId: string, input: unknown): Promise<SavedTrackingPlan> {
     await this.requireSource(sourceId);
     let plan: TrackingPlanDefinition;
     try {
@@ -51,7 +58,63 @@ export class TrackingPlanAdmin {
     }
     const record = await this.store.putTrackingPlan(sourceId, JSON.stringify(plan), this.now(), `tp_${randomToken(20)}`);
     await this.directory?.reload();
-    return viewPlan(record);
+    // After the save, which they never refuse: the traffic may be about to change.
+    return { ...viewPlan(record), warnings: planWarnings(plan, await this.recentTraffic(sourceId, plan)) };
+  }
+
+  /**
+   * What a save's warnings compare the plan with, over the recent traffic
+   * (yesterday and today, UTC, as the observed schema counts days), at a
+   * bounded cost whatever the source was sent: `common` against the
+   * latest {@link SAVE_WARNING_BOUNDS.messages} stored messages (the
+   * observed schema records `properties` and `traits` only, not the whole
+   * message); events, identify and group traits against the observed
+   * schema's {@link SAVE_WARNING_BOUNDS.events} most frequent events,
+   * paths read only for those the plan requires something of.
+   */
+  private async recentTraffic(sourceId: string, plan: TrackingPlanDefinition): Promise<RecentTraffic> {
+    const now = this.now();
+    const from = dayOf(now) - DAY_MS;
+    let common: ObservedFields | undefined;
+    const depth = commonDepth(plan);
+    if (depth > 0) {
+      const paths = new Set<string>();
+      let messages = 0;
+      for (const stored of await this.store.listRecentMessages(sourceId, SAVE_WARNING_BOUNDS.messages)) {
+        // What a plan checks: processed calls, not rejected bodies nor deletion requests.
+        if (stored.receivedAt < from || stored.status === 'rejected' || stored.type === undefined || stored.type === 'delete') continue;
+        let body: unknown;
+        try {
+          body = JSON.parse(stored.body);
+        } catch {
+          continue;
+        }
+        if (!isJsonObject(body)) continue;
+        messages++;
+        messagePaths(body, depth, paths);
+      }
+      common = { messages, paths };
+    }
+    const wanted = new Set<string>();
+    for (const [event, entry] of Object.entries(plan.events)) if (requiredPaths(entry.properties).length > 0) wanted.add(`track\u0000${event}`);
+    if (requiredPaths(plan.identify?.traits).length > 0) wanted.add('identify\u0000');
+    if (requiredPaths(plan.group?.traits).length > 0) wanted.add('group\u0000');
+    const events = new Map<string, ObservedFields>();
+    if (wanted.size > 0) {
+      const days = observedDays(from, dayOf(now), now);
+      const { events: top } = await this.store.observedEvents(sourceId, days, undefined, SAVE_WARNING_BOUNDS.events);
+      // An event whose paths were not all recorded cannot be said to lack one.
+      const relevant = top.filter((e) => wanted.has(`${e.type}\u0000${e.event}`) && !e.pathsTruncated);
+      for (let i = 0; i < relevant.length; i += SCHEMA_PAGE.eventsPerRead) {
+        const chunk = relevant.slice(i, i + SCHEMA_PAGE.eventsPerRead);
+        const rows = await this.store.observedPaths(sourceId, days, chunk, OBSERVED_BOUNDS.pathsPerEvent + 1);
+        for (const e of chunk) {
+          const paths = rows.filter((p) => p.type === e.type && p.event === e.event).map((p) => p.path);
+          if (paths.length <= OBSERVED_BOUNDS.pathsPerEvent) events.set(`${e.type}\u0000${e.event}`, { messages: e.count, paths: new Set(paths) });
+        }
+      }
+    }
+    return { since: new Date(from).toISOString(), common, events };
   }
 
   async get(sourceId: string): Promise<TrackingPlanView> {

@@ -32,6 +32,27 @@ const view: JsonSchema = {
     createdAt: { type: 'string', format: 'date-time' },
   },
 };
+/** A save's answer: the plan, and warnings that never refuse it. */
+const saved: JsonSchema = {
+  type: 'object',
+  properties: {
+    ...(view['properties'] as Record<string, unknown>),
+    warnings: {
+      type: 'array',
+      description:
+        'Required fields (of common, an event, identify or group traits) that none of the recent messages they apply to had (yesterday and today, UTC: common against the latest 100 stored messages, events against the 100 most frequent observed ones); empty when there is no recent traffic. The plan is saved all the same',
+      items: {
+        type: 'object',
+        properties: {
+          where: { type: 'string', description: 'common, event "<name>", identify traits or group traits' },
+          field: { type: 'string', description: 'The required path, keys joined with "."' },
+          closest: { type: 'string', description: 'The observed path closest to it, when one is close' },
+          message: { type: 'string' },
+        },
+      },
+    },
+  },
+};
 const ok = (description: string, body?: JsonSchema) => (body === undefined ? { description } : { description, schema: body });
 const periodQuery: JsonSchema = {
   type: 'object',
@@ -114,7 +135,7 @@ export const TRACKING_PLAN_SCHEMAS = documented({
     tags: ['tracking plans'],
     params: idParams,
     body: { type: 'object' },
-    'x-responses': { 201: ok('The plan, with its id and new version', view) },
+    'x-responses': { 201: ok('The plan, with its id and new version, and warnings', saved) },
     'x-errors': ['invalid_request', 'invalid_tracking_plan', 'not_found'],
   },
   replace: {
@@ -122,7 +143,7 @@ export const TRACKING_PLAN_SCHEMAS = documented({
     tags: ['tracking plans'],
     params: idParams,
     body: { type: 'object' },
-    'x-responses': { 200: ok('The plan, with its id and new version', view) },
+    'x-responses': { 200: ok('The plan, with its id and new version, and warnings', saved) },
     'x-errors': ['invalid_request', 'invalid_tracking_plan', 'not_found'],
   },
   get: { summary: "Read the source's tracking plan", tags: ['tracking plans'], params: idParams, 'x-responses': { 200: ok('The current version', view) }, 'x-errors': ['not_found'] },

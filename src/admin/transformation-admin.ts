@@ -1,10 +1,11 @@
-import { isJsonObject } from '../domain/message.js';
+import { isJsonObject, type JsonObject } from '../domain/message.js';
+import { asIngested } from '../domain/test-event.js';
 import { parseWebhookSettings } from '../domain/webhook-settings.js';
 import { ApiError } from '../errors.js';
 import type { SandboxLimits } from '../sandbox/sandbox-limits.js';
 import type { Store, TransformationRecord, TransformationVersionRecord } from '../store/store.js';
 import { CodeError, TransformationRunner, checkTransformationCode } from '../transformations/transformation-runner.js';
-import { newTransformationId } from '../util/ids.js';
+import { newMessageId, newTransformationId } from '../util/ids.js';
 import { refuseNul, rejectUnknownFields, requireName, requireObject } from './validate.js';
 
 export interface TransformationView {
@@ -17,6 +18,9 @@ export interface TransformationView {
 
 export interface TestResult {
   readonly input: unknown;
+  /** What ingest would have added to the input (see domain/test-event.ts); the code ran on the input with these. */
+  readonly filled: JsonObject;
+  readonly ingestRejects?: string;
   readonly output?: unknown;
   readonly dropped?: true;
   readonly error?: string;
@@ -152,20 +156,25 @@ export class TransformationAdmin {
     try {
       const results: TestResult[] = [];
       let outputChars = 0;
+      const now = this.now();
+      const ingest = { receivedAt: now, receivedAtIso: new Date(now).toISOString(), newMessageId };
       for (const event of events) {
+        // As ingest would have stored it: the code reads messageId, timestamp… as it will live.
+        const { event: stored, filled, ingestRejects } = asIngested(event, ingest);
+        const base = { input: event, filled, ...(ingestRejects === undefined ? {} : { ingestRejects }) };
         if (outputChars > MAX_TEST_OUTPUT_CHARS) {
-          results.push({ input: event, error: `not run: the outputs before it are over ${MAX_TEST_OUTPUT_CHARS / 1024 / 1024} MB, the most one test answers; test fewer events`, logs: [] });
+          results.push({ ...base, error: `not run: the outputs before it are over ${MAX_TEST_OUTPUT_CHARS / 1024 / 1024} MB, the most one test answers; test fewer events`, logs: [] });
           continue;
         }
-        const messageId = typeof event['messageId'] === 'string' ? event['messageId'] : undefined;
-        const run = await runner.run({ id, name, version, code }, JSON.stringify(event), { sourceId: 'test', sourceName: 'test', messageId });
+        const messageId = typeof stored['messageId'] === 'string' ? stored['messageId'] : undefined;
+        const run = await runner.run({ id, name, version, code }, JSON.stringify(stored), { sourceId: 'test', sourceName: 'test', messageId });
         const { outcome } = run;
-        if (outcome.kind === 'dropped') results.push({ input: event, dropped: true, logs: run.logs });
-        else if (outcome.kind === 'error') results.push({ input: event, error: outcome.error, logs: run.logs });
+        if (outcome.kind === 'dropped') results.push({ ...base, dropped: true, logs: run.logs });
+        else if (outcome.kind === 'error') results.push({ ...base, error: outcome.error, logs: run.logs });
         else {
           for (const output of outcome.bodies) outputChars += output.length;
           const outputs = outcome.bodies.map((b) => JSON.parse(b) as unknown);
-          results.push({ input: event, output: outputs.length === 1 ? outputs[0] : outputs, logs: run.logs });
+          results.push({ ...base, output: outputs.length === 1 ? outputs[0] : outputs, logs: run.logs });
         }
       }
       return { results, durationMs: Math.round((performance.now() - started) * 100) / 100 };

@@ -20,7 +20,7 @@ const TRANSFORMATION_SCHEMAS = documented({
   create: {
     summary: 'Create a transformation (version 1); the code is compiled first',
     tags: ['transformations'],
-    body: { ...transformationBody, required: ['name', 'code'] },
+    body: { ...transformationBody, required: ['name', 'code'], additionalProperties: false },
     'x-responses': { 201: ok('The transformation', transformationVersion) },
     'x-errors': ['invalid_request', 'invalid_transformation'],
   },
@@ -47,7 +47,7 @@ const TRANSFORMATION_SCHEMAS = documented({
     summary: 'Save a new version of a transformation (and optionally rename it)',
     tags: ['transformations'],
     params: idParams,
-    body: { ...transformationBody, required: ['code'] },
+    body: { ...transformationBody, required: ['code'], additionalProperties: false },
     'x-responses': { 200: ok('The new version', transformationVersion) },
     'x-errors': ['invalid_request', 'invalid_transformation', 'not_found'],
   },
@@ -70,6 +70,7 @@ const TRANSFORMATION_SCHEMAS = documented({
         events: { type: 'array', items: { type: 'object' }, description: '1 to 100 messages' },
       },
       required: ['events'],
+      additionalProperties: false,
     },
     'x-responses': {
       200: ok('One result per event', {
@@ -81,6 +82,8 @@ const TRANSFORMATION_SCHEMAS = documented({
               type: 'object',
               properties: {
                 input: { type: 'object' },
+                filled: { type: 'object', description: 'The fields ingest would have added that the event lacked (messageId, receivedAt, timestamp, originalTimestamp), with their values: the code ran on input with these' },
+                ingestRejects: { type: 'string', description: 'Why ingest would reject this event (it would reach no code live); it ran all the same' },
                 output: { description: 'The message delivered, or a list of them (a split)' },
                 dropped: { type: 'boolean' },
                 error: { type: 'string' },

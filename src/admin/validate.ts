@@ -1,3 +1,4 @@
+import { closest } from '../domain/closest-name.js';
 import { jsonBoundsProblem } from '../domain/json-safety.js';
 import type { JsonObject } from '../domain/message.js';
 import { LIMITS, isJsonObject } from '../domain/message.js';
@@ -11,11 +12,21 @@ export function requireObject(value: unknown, what = 'the body'): JsonObject {
 
 export function rejectUnknownFields(body: JsonObject, allowed: readonly string[], where?: string): void {
   for (const key of Object.keys(body)) {
-    if (!allowed.includes(key)) {
-      const field = where === undefined ? `"${key.slice(0, 60)}"` : `"${where}.${key.slice(0, 60)}"`;
-      throw new ApiError('invalid_request', `unknown field ${field}; allowed: ${allowed.join(', ')}`);
-    }
+    if (!allowed.includes(key)) throw new ApiError('invalid_request', unknownFieldMessage(key, allowed, where));
   }
+}
+
+/**
+ * `unknown field "cdoe" (did you mean "code"?); allowed: name, code`: a
+ * typo names the field it was meant to be, since the one it stands for is
+ * also missing (the route schemas and services report an unknown field
+ * before a missing one for that reason).
+ */
+export function unknownFieldMessage(key: string, allowed: readonly string[], where?: string): string {
+  const shown = key.slice(0, 60);
+  const meant = closest(key, allowed);
+  const field = where === undefined ? `"${shown}"` : `"${where}.${shown}"`;
+  return `unknown field ${field}${meant === undefined ? '' : ` (did you mean "${meant}"?)`}; allowed: ${allowed.join(', ')}`;
 }
 
 export function requireName(value: unknown, field = 'name'): string {

@@ -1,6 +1,8 @@
 import type { FastifySchemaValidationError } from 'fastify';
 import type { ErrorCode } from '../errors.js';
 import { ApiError } from '../errors.js';
+import { isJsonObject } from '../domain/message.js';
+import { unknownFieldMessage } from './validate.js';
 
 /**
  * Turns the first error of a route schema's validation into the admin API's
@@ -15,21 +17,46 @@ export function validationError(
   context: string | undefined,
   codes: Readonly<Record<string, ErrorCode>> | undefined,
   schema: unknown,
+  data?: unknown,
 ): ApiError {
   const error = errors[0];
   if (error === undefined) return new ApiError('invalid_request', `the ${context ?? 'request'} is not valid`);
   const segments = error.instancePath.split('/').slice(1).map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
   const params = error.params;
+  // ajv checks `required` before `additionalProperties`, so `{"name", "cdoe"}` failed as "code is
+  // required": an unknown field on the way to the error is named first, since it is often the cause.
+  const unknown = unknownOnPath(schema, data, segments);
+  if (unknown !== undefined) return new ApiError(codeFor(unknown.at, codes), unknownFieldMessage(unknown.key, unknown.allowed, unknown.at.length === 0 ? undefined : fieldName(unknown.at, context)));
   if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') segments.push(params['missingProperty']);
   if (error.keyword === 'additionalProperties' && typeof params['additionalProperty'] === 'string') {
-    const at = fieldName(segments, context);
-    return new ApiError(codeFor(segments, codes), `${at === 'the body' ? '' : `${at}: `}unknown field "${params['additionalProperty'].slice(0, 60)}"`);
+    const allowed = Object.keys((schemaAt(schema, segments)?.['properties'] as Record<string, unknown> | undefined) ?? {});
+    return new ApiError(codeFor(segments, codes), unknownFieldMessage(params['additionalProperty'], allowed, segments.length === 0 ? undefined : fieldName(segments, context)));
   }
   const field = fieldName(segments, context);
   // A missing field says what it must be, as a wrong one does.
   const ranged = ['required', 'minItems', 'maxItems', 'minLength', 'maxLength'].includes(error.keyword);
   const expected = ranged ? expectation(schemaAt(schema, segments)) : undefined;
   return new ApiError(codeFor(segments, codes), `${field} ${expected ?? describe(error, params)}`);
+}
+
+/**
+ * The first field of `data` that a closed object schema (`additionalProperties: false`) does not
+ * list, at the root or at an object on the way down `segments` (where the validation error is).
+ */
+function unknownOnPath(schema: unknown, data: unknown, segments: readonly string[]): { at: string[]; key: string; allowed: string[] } | undefined {
+  let value = data;
+  for (let depth = 0; depth <= segments.length; depth++) {
+    const at = segments.slice(0, depth);
+    const here = schemaAt(schema, at);
+    const properties = here?.['properties'] as Record<string, unknown> | undefined;
+    if (here?.['additionalProperties'] === false && properties !== undefined && isJsonObject(value)) {
+      const key = Object.keys(value).find((k) => !Object.hasOwn(properties, k));
+      if (key !== undefined) return { at, key, allowed: Object.keys(properties) };
+    }
+    if (depth === segments.length || value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<string, unknown>)[segments[depth]!];
+  }
+  return undefined;
 }
 
 /** The schema of the value at `segments`, or undefined. */

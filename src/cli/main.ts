@@ -37,8 +37,27 @@ Admin commands print JSON, and on stderr which server or store they used:
                                  receivers, so give the server there with SWITCHYARD_URL
   otherwise the store directly: --data-dir (SWITCHYARD_DATA_DIR, default ./data) or --database-url
                                  (DATABASE_URL), as the server has them; admin-token rotate always does this
--h, --help: this text (serve --help: every setting); -v, --version: the version.
+-h, --help: this text (COMMAND --help: that command's usage; serve --help: every setting); -v, --version: the version.
 `;
+
+/**
+ * The usage of one command group: its entries of {@link USAGE} (an entry is
+ * a line indented two spaces and the more-indented lines under it), and how
+ * admin commands reach a server or a store; undefined for a name no entry has.
+ */
+function groupUsage(command: string): string | undefined {
+  const [head, footer] = USAGE.split('\nAdmin commands print JSON');
+  const lines = head!.split('\n');
+  const picked: string[] = [];
+  let inGroup = false;
+  for (const line of lines.slice(lines.indexOf('Commands:') + 1)) {
+    const entry = /^ {2}(\S+)/.exec(line);
+    if (entry !== null) inGroup = entry[1] === command;
+    if (inGroup && line.trim() !== '') picked.push(line);
+  }
+  if (picked.length === 0) return undefined;
+  return `Usage: switchyard ${command} <command> [options]\n\nCommands:\n${picked.join('\n')}\n\nAdmin commands print JSON${footer ?? ''}`;
+}
 
 const COMMANDS = ['serve', 'sources', 'admin-token', 'webhooks', 'deliveries', 'functions', 'replays', 'transformations', 'audiences', 'computed-traits', 'profiles', 'debugger', 'tracking-plans', 'help'];
 
@@ -158,7 +177,10 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   if (command === undefined || command === 'help' || flags['help'] === true) {
-    process.stdout.write(USAGE);
+    // `webhooks --help` (or `help webhooks`): that group's commands, not the whole CLI's.
+    const group = command === 'help' ? rest[0] : command;
+    if (group !== undefined && !COMMANDS.includes(group)) throw new UsageError(`unknown command ${JSON.stringify(group)}${suggestion(group)}`);
+    process.stdout.write((group === undefined ? undefined : groupUsage(group)) ?? USAGE);
     return;
   }
   delete flags['help'];

@@ -123,14 +123,23 @@ export function prepareCall(raw: unknown, ctx: CallContext): PreparedCall {
 
   const messageId = readId(message, 'messageId');
   if (messageId.error !== undefined) return reject(messageId.error, type, user, message);
-  message['messageId'] = messageId.value ?? ctx.newMessageId();
-
-  stampTimes(message, ctx);
+  stampCall(message, messageId.value, ctx);
   if (context !== undefined && context['ip'] === undefined && ctx.ip !== undefined && wantsRequestIp(context)) {
     context['ip'] = ctx.ip;
   }
 
   return { ok: true, type, messageId: message['messageId'] as string, userId: user, orderKey: (user ?? anonymousId.value)!, message };
+}
+
+/**
+ * What ingest stamps on an accepted call: its `messageId` (a new one when
+ * it came without), `receivedAt`, `sentAt`, `originalTimestamp` and the
+ * skew-corrected `timestamp`. Exported for test runs of code
+ * (`test-event.ts`), which stamp an event ingest would reject the same way.
+ */
+export function stampCall(message: JsonObject, messageId: string | undefined, ctx: CallContext): void {
+  message['messageId'] = messageId ?? ctx.newMessageId();
+  stampTimes(message, ctx);
 }
 
 function reject(reason: string, type: string | undefined, userId: string | undefined, message: JsonObject): RejectedCall {

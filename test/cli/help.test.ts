@@ -31,6 +31,24 @@ describe('CLI help', () => {
     assert.equal((await cli(['--version'])).stdout.trim(), VERSION);
   });
 
+  it('prints one command group\'s usage for <command> --help, and everything for --help alone', async () => {
+    for (const [group, others] of [['webhooks', ['  deliveries ', '  sources ', '  tracking-plans ']], ['tracking-plans', ['  webhooks ', '  transformations ']], ['sources', ['  webhooks ']], ['audiences', ['  profiles ']]] as const) {
+      const help = await cli([group, '--help']);
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, new RegExp(`^Usage: switchyard ${group} `), group);
+      assert.match(help.stdout, new RegExp(`^  ${group} \\S`, 'm'), `${group}: its commands`);
+      for (const other of others) assert.equal(help.stdout.includes(`\n${other}`), false, `${group} --help lists no "${other.trim()}" command`);
+      assert.match(help.stdout, /SWITCHYARD_URL/, `${group}: how to reach a server`);
+      assert.deepEqual(await cli(['help', group]), help, `help ${group} is the same`);
+    }
+    assert.match((await cli(['deliveries', 'list', '-h'])).stdout, /^Usage: switchyard deliveries /);
+    const unknown = await cli(['trackingplans', '--help']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown command "trackingplans" \(did you mean "tracking-plans"\?\)/);
+    const all = await cli(['--help']);
+    for (const group of ['webhooks', 'deliveries', 'tracking-plans', 'transformations', 'functions', 'sources']) assert.match(all.stdout, new RegExp(`^  ${group} `, 'm'), group);
+  });
+
   it('suggests what a mistyped command or flag meant', async () => {
     const command = await cli(['sevre']);
     assert.equal(command.code, 2);

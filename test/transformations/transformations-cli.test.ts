@@ -60,7 +60,9 @@ describe('CLI: transformations', () => {
     const events = path.join(dir, 'events.json');
     await writeFile(events, JSON.stringify([{ event: 'signed up' }]));
     const tested = await runCli(['transformations', 'test', code, events, ...store()]);
-    assert.deepEqual(tested.json.results[0].output, { event: 'signed up', upper: 'SIGNED UP' });
+    // The event as ingest would have stored it: what it lacked is filled, and the result says what.
+    assert.deepEqual(Object.keys(tested.json.results[0].filled).sort(), ['messageId', 'receivedAt', 'timestamp']);
+    assert.deepEqual(tested.json.results[0].output, { event: 'signed up', ...tested.json.results[0].filled, upper: 'SIGNED UP' });
     assert.deepEqual(tested.json.results[0].logs, ['hi']);
 
     assert.equal((await runCli(['transformations', 'delete', id, ...store()])).code, 0);
