@@ -97,7 +97,7 @@ function describeNulInput(name: string, flags: () => Record<string, string>): vo
     void it('stores U+0000 where it lands in JSON: definitions, settings, tracking plans', async () => {
       const audience = await sy.admin('POST', '/audiences', { name: 'Nul values', definition: { trait: { key: 'pl\u0000', op: '=', value: 'x\u0000' } } });
       assert.equal(audience.status, 201, JSON.stringify(audience.body));
-      const plan = await sy.admin('PUT', `/sources/${sourceId}/tracking-plan`, { events: { 'E\u0000': { properties: { 'k\u0000': { type: 'string' } } } } });
+      const plan = await sy.admin('PUT', `/sources/${sourceId}/tracking-plan`, { events: { 'E\u0000': { properties: { type: 'object', properties: { 'k\u0000': { type: 'string' } } } } } });
       assert.equal(plan.status, 200, JSON.stringify(plan.body));
       const fn = await sy.admin('POST', `/sources/${sourceId}/destinations/functions`, { name: 'settings', code: 'async function onTrack() {}', settings: { 'k\u0000': 'v\u0000' } });
       assert.equal(fn.status, 201, JSON.stringify(fn.body));

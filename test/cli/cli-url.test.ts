@@ -198,7 +198,10 @@ await describePostgres('CLI --url: admin commands on a running server (cli-url)'
     await writeFile(events, JSON.stringify([{ event: 'x' }]));
     const transformation = await write(['transformations', 'create', 'keep', code]);
     assert.equal((await write(['transformations', 'update', transformation.id, code, '--name', 'keep2'])).version, 2);
-    assert.deepEqual((await write(['transformations', 'test', code, events])).results[0].output, { event: 'x' });
+    // The event runs as ingest would have stored it: what it lacked is filled, and said so.
+    const tested = (await write(['transformations', 'test', code, events])).results[0];
+    assert.deepEqual(tested.output, { event: 'x', ...tested.filled });
+    assert.deepEqual(Object.keys(tested.filled).sort(), ['messageId', 'receivedAt', 'timestamp']);
 
     const audienceFile = path.join(cwd, 'audience.json');
     await writeFile(audienceFile, JSON.stringify({ name: 'Bought once', definition: { performed: { event: 'Bought' } } }));
