@@ -128,6 +128,23 @@ export function pairsProblem(type: RegulationType, subjects: number, sources: nu
   );
 }
 
+/**
+ * Why an `UNSUPPRESS` without `sourceIds` is too large: it lifts every
+ * suppression of its subjects, one row per subject and source (plus one
+ * for every source), so its cost is what they have, which requests within
+ * {@link MAX_SUPPRESSION_PAIRS} (or older data) can still make large: 500,000
+ * rows lifted at once held SQLite's event loop for 11.7 s. `inForce`: their
+ * rows, counted up to one past the bound. Undefined when it fits.
+ */
+export function liftProblem(subjects: number, inForce: number): string | undefined {
+  if (inForce <= MAX_SUPPRESSION_PAIRS) return undefined;
+  const n = (value: number): string => value.toLocaleString('en-US');
+  return (
+    `these ${n(subjects)} subjectIds have more than ${n(MAX_SUPPRESSION_PAIRS)} suppressions in force (one per user and source named for it, one per user for every source); ` +
+    `a request may lift at most ${n(MAX_SUPPRESSION_PAIRS)}: send fewer subjectIds a request, or name sourceIds`
+  );
+}
+
 /** The ids, de-duplicated; or the problem. */
 function idList(value: unknown, field: string, max: number, each: { readonly fits: (id: string) => boolean; readonly bound: string }): string[] | string {
   if (!Array.isArray(value) || value.length === 0 || value.length > max) {

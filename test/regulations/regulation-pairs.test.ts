@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { MAX_SUPPRESSION_PAIRS, pairsProblem } from '../../src/domain/regulation.js';
+import { MAX_SUPPRESSION_PAIRS, liftProblem, pairsProblem } from '../../src/domain/regulation.js';
 import { describeOnBothStores } from '../helpers/postgres.js';
 import { type TestSwitchyard, startTestSwitchyard } from '../helpers/switchyard.js';
 
@@ -27,6 +27,17 @@ void describe('pairsProblem: the bound on subject × named source pairs', () => 
         'send at most 5 subjectIds a request for these 1,000 sources, or omit sourceIds to suppress on every source (one suppression per user)',
     );
     assert.match(pairsProblem('UNSUPPRESS', 2_501, 2)!, /^subjectIds × sourceIds is 2,501 × 2 = 5,002 subject-source pairs; .* may lift at most 5,000: send at most 2,500 subjectIds .* omit sourceIds to lift all of these users' suppressions$/);
+  });
+});
+
+void describe('liftProblem: the bound on the rows an UNSUPPRESS of every source lifts', () => {
+  void it('lets through what is at the bound, and names the figures past it', () => {
+    assert.equal(liftProblem(5_000, MAX_SUPPRESSION_PAIRS), undefined);
+    assert.equal(
+      liftProblem(5_000, MAX_SUPPRESSION_PAIRS + 1),
+      'these 5,000 subjectIds have more than 5,000 suppressions in force (one per user and source named for it, one per user for every source); ' +
+        'a request may lift at most 5,000: send fewer subjectIds a request, or name sourceIds',
+    );
   });
 });
 
@@ -83,6 +94,25 @@ function describePairs(name: string, flags: () => Record<string, string>): void 
       assert.equal((await post('UNSUPPRESS', ids('at', 1_000), named)).status, 201);
       assert.equal(await statusOf(last(), 'at-0'), 'accepted');
       assert.equal((await sy.store.listSuppressions()).length, 0);
+    });
+
+    void it('refuses an UNSUPPRESS of every source for users with more than 5,000 suppressions in force, and lifts them split', async () => {
+      // As older data, or 100s of bounded requests, can leave them: 1,001 users on 5 sources, written through the store.
+      const named = sources.map((s) => s.id);
+      const many = ids('held', 1_001);
+      await sy.store.createRegulation({ id: 'reg_held', regulationType: 'SUPPRESS_ONLY', subjectIds: many, sourceIds: named, stepSourceIds: named, createdAt: Date.now() });
+      const inForce = (await sy.store.listSuppressions()).length;
+      const refused = await post('UNSUPPRESS', many);
+      assert.equal(refused.status, 400);
+      assert.equal(refused.body.error.code, 'invalid_request');
+      assert.match(refused.body.error.message, /^these 1,001 subjectIds have more than 5,000 suppressions in force .*send fewer subjectIds a request, or name sourceIds$/);
+      assert.equal((await sy.store.listSuppressions()).length, inForce, 'nothing lifted');
+      assert.equal(await statusOf(last(), 'held-1000'), 'suppressed');
+
+      assert.equal((await post('UNSUPPRESS', many.slice(0, 1_000))).status, 201);
+      assert.equal((await post('UNSUPPRESS', many.slice(1_000))).status, 201);
+      assert.equal(await statusOf(last(), 'held-1000'), 'accepted');
+      assert.equal((await sy.store.listSuppressions()).length, inForce - 5_005);
     });
 
     void it('takes 5,000 subjects for every source (one row each) and deletions over any number of named sources', async () => {
