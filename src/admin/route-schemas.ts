@@ -375,7 +375,7 @@ export const REGULATION_SCHEMAS = documented({
           minItems: 1,
           maxItems: 1_000,
           items: { type: 'string' },
-          description: `Omit to mean every source. A request that suppresses or lifts may name at most ${MAX_SUPPRESSION_PAIRS.toLocaleString('en-US')} subjectIds × sourceIds pairs (400 invalid_request beyond)`,
+          description: `Omit to mean every source. A request that suppresses or lifts may name at most ${MAX_SUPPRESSION_PAIRS.toLocaleString('en-US')} subjectIds × sourceIds pairs, and an UNSUPPRESS without sourceIds may lift at most ${MAX_SUPPRESSION_PAIRS.toLocaleString('en-US')} suppressions in force (400 invalid_request beyond)`,
         },
       },
       required: ['regulationType', 'subjectType', 'subjectIds'],
