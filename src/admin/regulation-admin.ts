@@ -5,6 +5,8 @@ import {
   type RegulationType,
   SUBJECT_TYPE,
   initialStatus,
+  liftProblem,
+  MAX_SUPPRESSION_PAIRS,
   parseRegulationRequest,
   regulationEffects,
 } from '../domain/regulation.js';
@@ -84,10 +86,17 @@ export class RegulationAdmin {
       }
     }
 
+    const effects = regulationEffects(regulationType);
+    if (effects.suppression === 'remove' && sourceIds === undefined) {
+      // Lifting every suppression of the subjects costs the rows they have (see liftProblem).
+      const inForce = await this.store.countSuppressionsInForce(subjectIds, MAX_SUPPRESSION_PAIRS + 1);
+      const problem = liftProblem(subjectIds.length, inForce);
+      if (problem !== undefined) throw new ApiError('invalid_request', problem);
+    }
+
     const id = newRegulationId();
     const stepSourceIds = sourceIds ?? existing;
     await this.store.createRegulation({ id, regulationType, subjectIds, sourceIds, stepSourceIds, createdAt: this.options.now() });
-    const effects = regulationEffects(regulationType);
     if (effects.suppression !== undefined) await this.options.suppressions?.reload();
     if (effects.deletes) this.options.runner?.wake();
     return { id, status: initialStatus(regulationType, stepSourceIds.length) };

@@ -1,4 +1,5 @@
 import { MAX_ID_BYTES } from '../domain/normalize.js';
+import { MAX_SUPPRESSION_PAIRS } from '../domain/regulation.js';
 import { MAX_REPLAY_AHEAD_MS, MAX_RUNNING_REPLAYS } from '../domain/replay.js';
 import { MAX_DEBUGGER_STREAMS } from './debugger-stream.js';
 import { LIST_SOURCES } from './regulation-admin.js';
@@ -369,7 +370,13 @@ export const REGULATION_SCHEMAS = documented({
           // Bounded in bytes by the service, as ingest bounds userIds: JSON Schema's maxLength counts characters.
           items: { type: 'string', description: `A userId: 1 to ${MAX_ID_BYTES} bytes of UTF-8` },
         },
-        sourceIds: { type: 'array', minItems: 1, maxItems: 1_000, items: { type: 'string' }, description: 'Omit to mean every source' },
+        sourceIds: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 1_000,
+          items: { type: 'string' },
+          description: `Omit to mean every source. A request that suppresses or lifts may name at most ${MAX_SUPPRESSION_PAIRS.toLocaleString('en-US')} subjectIds × sourceIds pairs, and an UNSUPPRESS without sourceIds may lift at most ${MAX_SUPPRESSION_PAIRS.toLocaleString('en-US')} suppressions in force (400 invalid_request beyond)`,
+        },
       },
       required: ['regulationType', 'subjectType', 'subjectIds'],
     },

@@ -32,6 +32,18 @@ export type RegulationStepStatus = 'PENDING' | 'FINISHED' | 'FAILED';
 export const SUBJECT_TYPE = 'USER_ID';
 export const MAX_SUBJECTS = 5_000;
 export const MAX_SOURCE_IDS = 1_000;
+/**
+ * Subject × source pairs a request that names sources may suppress or lift.
+ * With `sourceIds` the stores keep one suppression row per pair, written in
+ * the request's one transaction (what makes a 201 mean "in force"), and every
+ * node holds them in memory. 5,000 ids over 1,000 named sources made 5,000,000
+ * rows: on SQLite the POST held the event loop (ingest, /healthz) for 64 s
+ * and added 1.6 GB to the file; on PostgreSQL the POST took 218 s holding the
+ * config version's row lock, and each node's suppression list grew by 1.2 GB.
+ * The bound is what a request for every source writes (one row per subject,
+ * whatever the number of sources): no request costs more than that one.
+ */
+export const MAX_SUPPRESSION_PAIRS = 5_000;
 
 /** What a request type does; the stores and the runner follow this table. */
 export interface RegulationEffects {
@@ -92,8 +104,45 @@ export function parseRegulationRequest(input: unknown): { ok: true; request: Reg
     const checked = idList(input['sourceIds'], 'sourceIds', MAX_SOURCE_IDS, { fits: (id) => id.length <= 200, bound: '200 characters' });
     if (typeof checked === 'string') return { ok: false, problem: `${checked} (omit sourceIds to mean every source)` };
     sources = checked;
+    const problem = pairsProblem(type as RegulationType, subjects.length, sources.length);
+    if (problem !== undefined) return { ok: false, problem };
   }
   return { ok: true, request: { regulationType: type as RegulationType, subjectIds: subjects, sourceIds: sources } };
+}
+
+/**
+ * Why a request naming `sources` sources for `subjects` subjects is too
+ * large ({@link MAX_SUPPRESSION_PAIRS}), with what to do instead; undefined
+ * when it is not. A request that only deletes writes no suppression: its
+ * work is one step per source, each its own transaction in the background.
+ */
+export function pairsProblem(type: RegulationType, subjects: number, sources: number): string | undefined {
+  if (EFFECTS[type].suppression === undefined || subjects * sources <= MAX_SUPPRESSION_PAIRS) return undefined;
+  const n = (value: number): string => value.toLocaleString('en-US');
+  // MAX_SOURCE_IDS is below the bound, so one subject a request always fits.
+  const perRequest = Math.floor(MAX_SUPPRESSION_PAIRS / sources);
+  const instead = type === 'UNSUPPRESS' ? "omit sourceIds to lift all of these users' suppressions" : 'omit sourceIds to suppress on every source (one suppression per user)';
+  return (
+    `subjectIds × sourceIds is ${n(subjects)} × ${n(sources)} = ${n(subjects * sources)} subject-source pairs; a request that names sources may ` +
+    `${type === 'UNSUPPRESS' ? 'lift' : 'suppress'} at most ${n(MAX_SUPPRESSION_PAIRS)}: send at most ${n(perRequest)} subjectIds a request for these ${n(sources)} sources, or ${instead}`
+  );
+}
+
+/**
+ * Why an `UNSUPPRESS` without `sourceIds` is too large: it lifts every
+ * suppression of its subjects, one row per subject and source (plus one
+ * for every source), so its cost is what they have, which requests within
+ * {@link MAX_SUPPRESSION_PAIRS} (or older data) can still make large: 500,000
+ * rows lifted at once held SQLite's event loop for 11.7 s. `inForce`: their
+ * rows, counted up to one past the bound. Undefined when it fits.
+ */
+export function liftProblem(subjects: number, inForce: number): string | undefined {
+  if (inForce <= MAX_SUPPRESSION_PAIRS) return undefined;
+  const n = (value: number): string => value.toLocaleString('en-US');
+  return (
+    `these ${n(subjects)} subjectIds have more than ${n(MAX_SUPPRESSION_PAIRS)} suppressions in force (one per user and source named for it, one per user for every source); ` +
+    `a request may lift at most ${n(MAX_SUPPRESSION_PAIRS)}: send fewer subjectIds a request, or name sourceIds`
+  );
 }
 
 /** The ids, de-duplicated; or the problem. */

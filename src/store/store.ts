@@ -334,6 +334,13 @@ export interface RegulationStore {
   /** Every suppression in force, in no particular order. */
   listSuppressions(): Promise<SuppressionRecord[]>;
   /**
+   * How many suppressions in force (rows, as {@link listSuppressions} lists
+   * them) these users have, counted no further than `atMost`: the rows an
+   * `UNSUPPRESS` of them without `sourceIds` would lift, which the admin
+   * bounds. Reads at most `atMost` rows, whatever the users have.
+   */
+  countSuppressionsInForce(userIds: readonly string[], atMost: number): Promise<number>;
+  /**
    * The suppression rows that changed after `afterSeq` (0: from the first),
    * in `seq` order, at most `limit`: those in force and those lifted since
    * (a lift keeps the row, marked `lifted`, with a new seq), so that a node

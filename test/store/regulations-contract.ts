@@ -279,6 +279,19 @@ export function describeRegulationsContract(name: string, open: () => Promise<{ 
       assert.equal((await store.getRegulation(r5.id))?.status, 'FINISHED');
     });
 
+    test('counts the suppressions in force of some users, no further than asked', async (store) => {
+      const [a, b] = [await newSource(store), await newSource(store)];
+      const [x, y, z] = [user('x'), user('y'), user('z')];
+      await store.createRegulation(regulation('SUPPRESS_ONLY', [x, y], [a.id, b.id]));
+      await store.createRegulation(regulation('SUPPRESS_ONLY', [x, y, z], [a.id, b.id], { sourceIds: [a.id, b.id] }));
+      await store.createRegulation(regulation('UNSUPPRESS', [y], [b.id], { sourceIds: [b.id] }));
+      // x: every source, a, b; y: every source, a (b lifted); z: a, b.
+      assert.equal(await store.countSuppressionsInForce([x, y, z], 100), 7);
+      assert.equal(await store.countSuppressionsInForce([y], 100), 2, 'lifted rows do not count');
+      assert.equal(await store.countSuppressionsInForce([x, y, z], 5), 5, 'stops at atMost');
+      assert.equal(await store.countSuppressionsInForce([user('nobody')], 100), 0);
+    });
+
     test('lists the suppression rows changed after a seq, lifts included, and nothing for other config changes', async (store) => {
       const [a, b] = [await newSource(store), await newSource(store)];
       const [x, y] = [user('x'), user('y')];

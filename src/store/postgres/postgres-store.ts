@@ -513,6 +513,10 @@ export class PostgresStore implements Store {
     return regulations.listSuppressions(this.pool);
   }
 
+  async countSuppressionsInForce(userIds: readonly string[], atMost: number): Promise<number> {
+    return regulations.countSuppressionsInForce(this.pool, userIds, atMost);
+  }
+
   async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
     return regulations.listSuppressionChanges(this.pool, afterSeq, limit);
   }

@@ -242,6 +242,15 @@ export async function listSuppressions(pool: pg.Pool): Promise<SuppressionRecord
   });
 }
 
+/** See Store.countSuppressionsInForce: the LIMIT inside stops the count at `atMost` rows. */
+export async function countSuppressionsInForce(pool: pg.Pool, userIds: readonly string[], atMost: number): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM suppressions WHERE user_id = ANY($1::text[]) AND NOT lifted LIMIT $2) s`,
+    [userColumn(userIds), atMost],
+  );
+  return rows[0]!.n;
+}
+
 export async function listSuppressionChanges(pool: pg.Pool, afterSeq: number, limit: number): Promise<SuppressionChange[]> {
   const { rows } = await pool.query<SuppressionRow>(`SELECT * FROM suppressions WHERE seq > $1 ORDER BY seq LIMIT $2`, [afterSeq, limit]);
   return rows.map(toSuppressionChange);

@@ -229,6 +229,14 @@ export class RegulationQueries {
     });
   }
 
+  countInForce(userIds: readonly string[], atMost: number): number {
+    // The LIMIT inside: the count stops at atMost rows, found by the primary key's user_id prefix.
+    const row = this.db
+      .prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM suppressions WHERE user_id IN (SELECT value FROM json_each(?)) AND lifted = 0 LIMIT ?)`)
+      .get(JSON.stringify(userIds), atMost) as { n: number };
+    return row.n;
+  }
+
   listSuppressionChanges(afterSeq: number, limit: number): SuppressionChange[] {
     return this.suppressionChanges.all(afterSeq, limit).map(toSuppressionChange);
   }

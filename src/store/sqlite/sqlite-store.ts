@@ -471,6 +471,10 @@ export class SqliteStore implements Store {
     return this.regulations.listSuppressions();
   }
 
+  async countSuppressionsInForce(userIds: readonly string[], atMost: number): Promise<number> {
+    return this.regulations.countInForce(userIds, atMost);
+  }
+
   async listSuppressionChanges(afterSeq: number, limit: number): Promise<SuppressionChange[]> {
     return this.regulations.listSuppressionChanges(afterSeq, limit);
   }
