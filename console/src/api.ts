@@ -259,6 +259,10 @@ export interface FunctionDestination {
 /** One event of `POST /functions/test`. */
 export interface FunctionTestResult {
   readonly input: unknown;
+  /** What the event lacked that ingest would have filled (messageId, receivedAt, timestamp…), as the code got it. */
+  readonly filled?: Readonly<Record<string, unknown>>;
+  /** Why ingest would have refused the event (the test runs it anyway). */
+  readonly ingestRejects?: string;
   readonly outcome: FunctionOutcome;
   readonly error?: string;
   readonly errorType?: string;
@@ -342,6 +346,10 @@ export interface TransformationVersion {
 
 export interface TransformationTestResult {
   readonly input: unknown;
+  /** What the event lacked that ingest would have filled (messageId, receivedAt, timestamp…), as the code got it. */
+  readonly filled?: Readonly<Record<string, unknown>>;
+  /** Why ingest would have refused the event (the test runs it anyway). */
+  readonly ingestRejects?: string;
   readonly output?: unknown;
   readonly dropped?: true;
   readonly error?: string;

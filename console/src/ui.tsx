@@ -146,3 +146,18 @@ export function ConfirmDelete({ name, what, onConfirm }: { name: string; what: s
     </>
   );
 }
+
+/**
+ * Under a test run's input: what the run filled in as ingest would have
+ * (the code saw those values, the input shows the event as sent), and why
+ * ingest would have refused the event.
+ */
+export function AsIngested({ filled, ingestRejects }: { filled?: Readonly<Record<string, unknown>> | undefined; ingestRejects?: string | undefined }) {
+  const names = Object.keys(filled ?? {});
+  return (
+    <>
+      {names.length > 0 && <p class="hint">Filled as ingest would: {names.join(', ')}.</p>}
+      {ingestRejects !== undefined && <p class="hint">Ingest would refuse this event: {ingestRejects}</p>}
+    </>
+  );
+}

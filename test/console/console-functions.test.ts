@@ -104,6 +104,9 @@ describeBrowser('the console: function destinations', () => {
     assert.ok(track.includes(`POST ${receiver.url}/track → HTTP 200 in`), track);
     assert.match(track, /Outcomedelivered/);
     assert.match(track, /posted Order Completed got 200/);
+    // The sample has a messageId but no times: the run filled them as ingest would, and says so.
+    assert.match(track, /Filled as ingest would: (\w+, )*receivedAt(, \w+)*\./);
+    assert.doesNotMatch(track, /Filled as ingest would: [^.]*messageId/);
     const identify = (await results.filter({ hasText: '"type": "identify"' }).textContent()) ?? '';
     assert.match(identify, /Outcomefailed/);
     assert.match(identify, /EventNotSupported: /);

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, type DebuggerEntry, type FunctionTestResult } from '../api.js';
-import { ErrorMessage, Status, errorText } from '../ui.js';
+import { AsIngested, ErrorMessage, errorText, Status } from '../ui.js';
 import { FetchList, LoggedLines, OutcomeBadge, RunError, formatDuration } from './function-run.js';
 
 /** Most events one test runs (the API's bound), and how many of the source's latest messages "last messages" takes. */
@@ -149,6 +149,7 @@ export function FunctionTest({ code, settings, sourceId, sourceName }: {
               <div>
                 <h3>Input</h3>
                 <pre tabIndex={0}>{JSON.stringify(result.input, null, 2)}</pre>
+                <AsIngested filled={result.filled} ingestRejects={result.ingestRejects} />
               </div>
               <div>
                 <h3>Outcome</h3>

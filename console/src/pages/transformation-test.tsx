@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, type DebuggerEntry, type Source, type TransformationTestResult } from '../api.js';
-import { ErrorMessage, SourcePicker, Status } from '../ui.js';
+import { AsIngested, ErrorMessage, SourcePicker, Status } from '../ui.js';
 
 /** How many of a source's latest messages a test runs on. */
 const TEST_MESSAGES = 20;
@@ -67,6 +67,7 @@ export function TransformationTest({ code, sources }: { code: string; sources: S
               <div>
                 <h3>Input</h3>
                 <pre tabIndex={0}>{JSON.stringify(result.input, null, 2)}</pre>
+                <AsIngested filled={result.filled} ingestRejects={result.ingestRejects} />
               </div>
               <div>
                 <h3>Output</h3>
