@@ -41,9 +41,10 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
   return `(() => {
   'use strict';
   const parse = JSON.parse, stringify = JSON.stringify, toStr = String, isError = (e) => e instanceof Error;
-  // For position: what it calls is captured too, so code that replaces
-  // RegExp.prototype.exec or String.prototype.slice can neither choose the
-  // text it appends nor throw out of the dispatcher's catch.
+  // What the prelude calls on strings and patterns is captured too, so code
+  // that replaces RegExp.prototype.exec or String.prototype.slice can neither
+  // choose the text position() appends, nor skip the prelude's bounds on logs
+  // and errors, nor throw out of the dispatcher's catch.
   const apply = Reflect.apply, execRe = RegExp.prototype.exec, sliceStr = String.prototype.slice;
   const LOG_CHARS = ${logChars}, RESULT_CHARS = ${resultChars};
   // The first stack frame in the user's own file: where their code threw.
@@ -66,7 +67,7 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
     if (call === null || call.full) return;
     let line = '';
     for (let i = 0; i < args.length; i++) line += (i === 0 ? '' : ' ') + format(args[i]);
-    if (call.chars + line.length > LOG_CHARS) { line = line.slice(0, LOG_CHARS - call.chars) + ' [log limit reached]'; call.full = true; }
+    if (call.chars + line.length > LOG_CHARS) { line = apply(sliceStr, line, [0, LOG_CHARS - call.chars]) + ' [log limit reached]'; call.full = true; }
     call.chars += line.length;
     call.logs[call.logs.length] = line;
   };
@@ -74,7 +75,7 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
     let text;
     try { text = isError(error) ? toStr(error.message) : format(error); } catch { text = 'an error that could not be read'; }
     if (typeof text !== 'string' || text === '') text = isError(error) ? 'Error' : toStr(text);
-    return text.length > 1000 ? text.slice(0, 1000) + '…' : text;
+    return text.length > 1000 ? apply(sliceStr, text, [0, 1000]) + '…' : text;
   };
   // ' (line L, column C)' of the frame that threw, when the error's stack
   // names the user's file; only the two numbers leave the isolate. The stack
@@ -113,7 +114,7 @@ export function isolatePrelude(logChars: number, resultChars: number, filename: 
       return out;
     } catch (error) {
       let errorType;
-      try { errorType = isError(error) && typeof error.name === 'string' ? error.name.slice(0, 100) : undefined; } catch {}
+      try { errorType = isError(error) && typeof error.name === 'string' ? apply(sliceStr, error.name, [0, 100]) : undefined; } catch {}
       return stringify({ error: describe(error) + position(error), errorType, logs: mine.logs });
     } finally {
       delete calls[id];

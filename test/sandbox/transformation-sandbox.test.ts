@@ -183,6 +183,15 @@ describe('the transformation sandbox', () => {
     const total = run.logs.reduce((sum, line) => sum + line.length, 0);
     assert.ok(total <= 4 * 1024 + 40, String(total));
     assert.match(run.logs.at(-1)!, /log limit reached/);
+    // The bounds do not rest on what the code can replace: with String.prototype.slice
+    // throwing, logging past the limit and a long error still work, bounded.
+    const sabotage = 'String.prototype.slice = () => { throw new Error("no slice"); };';
+    const logged = await runner.run(version(`export function transformEvent(e) { ${sabotage} log("y".repeat(10000)); return e; }`), '{}', META);
+    assert.equal(logged.outcome.kind, 'output', JSON.stringify(logged.outcome));
+    assert.match(logged.logs[0]!, /^y+ \[log limit reached\]$/);
+    const thrown = await runner.run(version(`export function transformEvent(e) { ${sabotage} const err = new Error("z".repeat(5000)); err.name = "N".repeat(500); throw err; }`), '{}', META);
+    assert.equal(thrown.outcome.kind, 'error');
+    assert.match((thrown.outcome as { error: string }).error, /^z{1000}…/);
   });
 
   it('refuses code that does not compile with its line and column, and code exporting neither function', async () => {
