@@ -3,11 +3,9 @@ import { describe, it } from 'node:test';
 import { SuppressionList } from '../../src/regulations/suppression-list.js';
 import { RANGE_GRACE_MS, ReplayRunner } from '../../src/replays/replay-runner.js';
 import { SourceDirectory } from '../../src/sources/source-directory.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { IngestEntry, ReplayRecord, Store } from '../../src/store/store.js';
-import { describePostgres, freshDatabase } from '../helpers/postgres.js';
-import { T0, addSource } from '../helpers/store-fixtures.js';
+import { describePostgres } from '../helpers/postgres.js';
+import { type OpenedStore, T0, addSource, openFreshPostgresStore, openMemoryStore } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 
 /*
@@ -91,7 +89,7 @@ async function rig(store: Store, now: number) {
   };
 }
 
-function describeBoundedRead(name: string, open: () => Promise<{ store: Store; cleanup: () => Promise<void> }>): void {
+function describeBoundedRead(name: string, open: () => Promise<OpenedStore>): void {
   void describe(`a replay reads its range, not the history: ${name}`, () => {
     void it('replays exactly the messages of a window in the middle of a long history, reading about as many rows as it holds', async () => {
       const { store, cleanup } = await open();
@@ -181,23 +179,8 @@ function describeBoundedRead(name: string, open: () => Promise<{ store: Store; c
   });
 }
 
-describeBoundedRead('sqlite', async () => {
-  const store = SqliteStore.open({ dataDir: ':memory:', durability: 'process' });
-  await store.migrate();
-  return { store, cleanup: () => store.close() };
-});
+describeBoundedRead('sqlite', openMemoryStore);
 
 await describePostgres('a replay reads its range, not the history: postgres', () => {
-  describeBoundedRead('postgres', async () => {
-    const fresh = await freshDatabase();
-    const store = PostgresStore.open({ databaseUrl: fresh.url, durability: 'process' });
-    await store.migrate();
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await fresh.drop();
-      },
-    };
-  });
+  describeBoundedRead('postgres', openFreshPostgresStore);
 });

@@ -5,11 +5,9 @@ import { Metrics } from '../../src/metrics.js';
 import { SuppressionList } from '../../src/regulations/suppression-list.js';
 import { RANGE_GRACE_MS, ReplayRunner } from '../../src/replays/replay-runner.js';
 import { SourceDirectory } from '../../src/sources/source-directory.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { IngestEntry, ReplayRecord, Store } from '../../src/store/store.js';
-import { describePostgres, freshDatabase } from '../helpers/postgres.js';
-import { T0, addSource } from '../helpers/store-fixtures.js';
+import { describePostgres } from '../helpers/postgres.js';
+import { type OpenedStore, T0, addSource, openFreshPostgresStore, openMemoryStore } from '../helpers/store-fixtures.js';
 import { eventually } from '../helpers/switchyard.js';
 
 /*
@@ -107,7 +105,7 @@ async function rig(store: Store) {
   };
 }
 
-function describeRangeComplete(name: string, open: () => Promise<{ store: Store; cleanup: () => Promise<void> }>): void {
+function describeRangeComplete(name: string, open: () => Promise<OpenedStore>): void {
   void describe(`replays end once their range is complete: ${name}`, () => {
     void it('waits for a raw request acknowledged before `to` to be processed, and replays its message', async () => {
       const { store, cleanup } = await open();
@@ -202,23 +200,8 @@ function describeRangeComplete(name: string, open: () => Promise<{ store: Store;
   });
 }
 
-describeRangeComplete('sqlite', async () => {
-  const store = SqliteStore.open({ dataDir: ':memory:', durability: 'process' });
-  await store.migrate();
-  return { store, cleanup: () => store.close() };
-});
+describeRangeComplete('sqlite', openMemoryStore);
 
 await describePostgres('replays end once their range is complete: postgres', () => {
-  describeRangeComplete('postgres', async () => {
-    const fresh = await freshDatabase();
-    const store = PostgresStore.open({ databaseUrl: fresh.url, durability: 'process' });
-    await store.migrate();
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await fresh.drop();
-      },
-    };
-  });
+  describeRangeComplete('postgres', openFreshPostgresStore);
 });
