@@ -161,3 +161,42 @@ export function AsIngested({ filled, ingestRejects }: { filled?: Readonly<Record
     </>
   );
 }
+
+/** Where a list paged by the API's opaque cursors is: see {@link useCursorPages}. */
+export interface CursorPages {
+  /** The cursor of the page shown (undefined: the first). */
+  readonly cursor: string | undefined;
+  /** Its number, from 1. */
+  readonly page: number;
+  readonly back: () => void;
+  readonly forward: (cursor: string) => void;
+}
+
+/** Paging by the API's cursors: the cursors of the pages so far (the first page has none), so Previous can go back. */
+export function useCursorPages(): CursorPages {
+  const [cursors, setCursors] = useState<Array<string | undefined>>([undefined]);
+  return {
+    cursor: cursors.at(-1),
+    page: cursors.length,
+    back: () => setCursors((all) => (all.length > 1 ? all.slice(0, -1) : all)),
+    forward: (cursor) => setCursors((all) => [...all, cursor]),
+  };
+}
+
+/** "Previous …" when there is a page before, "Next …" when the answer gave a cursor to one after. */
+export function PageButtons({ pages, next, noun }: { pages: CursorPages; next: string | undefined; noun: string }) {
+  return (
+    <>
+      {pages.page > 1 && (
+        <button type="button" class="secondary" onClick={pages.back}>
+          Previous {noun}
+        </button>
+      )}
+      {next !== undefined && (
+        <button type="button" class="secondary" onClick={() => pages.forward(next)}>
+          Next {noun}
+        </button>
+      )}
+    </>
+  );
+}

@@ -1,16 +1,13 @@
-import { useState } from 'preact/hooks';
 import { api, type AudienceMember } from '../api.js';
-import { ErrorMessage, formatTime, useLoad } from '../ui.js';
+import { ErrorMessage, formatTime, PageButtons, useCursorPages, useLoad } from '../ui.js';
 
 const PAGE_SIZE = 50;
 
 /** An audience's current members, a page at a time with the API's cursor. */
 export function AudienceMembers({ id, name, onClose }: { id: string; name: string; onClose: () => void }) {
-  // The cursors of the pages before this one (the first page has none), so "Previous" can go back.
-  const [cursors, setCursors] = useState<Array<string | undefined>>([undefined]);
-  const cursor = cursors.at(-1);
+  const pages = useCursorPages();
+  const { cursor, page } = pages;
   const query = new URLSearchParams({ limit: String(PAGE_SIZE), ...(cursor !== undefined && { cursor }) });
-  const page = cursors.length;
   const { value, error, reload } = useLoad(
     async () => ({ page, ...(await api<{ members: AudienceMember[]; cursor?: string }>('GET', `/audiences/${encodeURIComponent(id)}/members?${query.toString()}`)) }),
     [id, cursor, page],
@@ -53,16 +50,7 @@ export function AudienceMembers({ id, name, onClose }: { id: string; name: strin
         </>
       )}
       <nav class="row" aria-label="Pages of members">
-        {cursors.length > 1 && (
-          <button type="button" class="secondary" onClick={() => setCursors((all) => all.slice(0, -1))}>
-            Previous members
-          </button>
-        )}
-        {value?.cursor !== undefined && (
-          <button type="button" class="secondary" onClick={() => setCursors((all) => [...all, value.cursor])}>
-            Next members
-          </button>
-        )}
+        <PageButtons pages={pages} next={value?.cursor} noun="members" />
         <button type="button" class="secondary" onClick={reload}>
           Refresh members
         </button>

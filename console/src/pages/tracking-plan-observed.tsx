@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { ErrorMessage, formatTime, useLoad } from '../ui.js';
+import { ErrorMessage, formatTime, PageButtons, useCursorPages, useLoad } from '../ui.js';
 
 /** `GET /sources/:id/tracking-plan/violations`: counts per event and violation type, biggest first. */
 interface ViolationCountsAnswer {
@@ -117,9 +117,8 @@ const PAGE_SIZE = 100;
  * only once it is opened.
  */
 export function ObservedSchema({ sourceId }: { sourceId: string }) {
-  // The cursors of the pages before this one (the first page has none), so "Previous" can go back.
-  const [cursors, setCursors] = useState<Array<string | undefined>>([undefined]);
-  const cursor = cursors.at(-1);
+  const pages = useCursorPages();
+  const { cursor } = pages;
   const query = new URLSearchParams({ limit: String(PAGE_SIZE), ...(cursor !== undefined && { cursor }) });
   const { value, error, reload } = useLoad(() => api<ObservedSchemaAnswer>('GET', `/sources/${encodeURIComponent(sourceId)}/schema?${query.toString()}`), [sourceId, cursor]);
   return (
@@ -130,10 +129,10 @@ export function ObservedSchema({ sourceId }: { sourceId: string }) {
         <>
           <p>
             {value.events.length === 0
-              ? cursors.length > 1
+              ? pages.page > 1
                 ? 'No more events.'
                 : `Nothing received from ${formatTime(value.from)} to ${formatTime(value.to)}.`
-              : `What the source received from ${formatTime(value.from)} to ${formatTime(value.to)} (whole UTC days), before the plan changed anything; biggest first${cursors.length > 1 || value.cursor !== undefined ? `, page ${cursors.length}` : ''}.`}
+              : `What the source received from ${formatTime(value.from)} to ${formatTime(value.to)} (whole UTC days), before the plan changed anything; biggest first${pages.page > 1 || value.cursor !== undefined ? `, page ${pages.page}` : ''}.`}
           </p>
           {value.truncated.unrecordedMessages > 0 && (
             <p class="warning">
@@ -150,16 +149,7 @@ export function ObservedSchema({ sourceId }: { sourceId: string }) {
         </>
       )}
       <nav class="row" aria-label="Pages of the observed schema">
-        {cursors.length > 1 && (
-          <button type="button" class="secondary" onClick={() => setCursors((all) => all.slice(0, -1))}>
-            Previous events
-          </button>
-        )}
-        {value?.cursor !== undefined && (
-          <button type="button" class="secondary" onClick={() => setCursors((all) => [...all, value.cursor])}>
-            Next events
-          </button>
-        )}
+        <PageButtons pages={pages} next={value?.cursor} noun="events" />
         <button type="button" class="secondary" onClick={reload}>
           Refresh the observed schema
         </button>
